@@ -1,0 +1,348 @@
+"""The nouns of impact analysis, as typed dataclasses with enum kinds.
+
+Everything in ``instep.impact`` produces or consumes these: sources yield file pairs,
+the symbol index yields :class:`Symbol` tables, the symbol diff yields
+:class:`SymbolChange`, the coupling index yields :class:`Reference`, the verdict rules
+join them into :class:`Coupling` and :class:`Impact`, exporters render them.
+Nothing here parses, diffs or decides; every class serialises itself (``as_dict``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class _Vocab(str, Enum):
+    def __str__(self) -> str:
+        return self.value
+
+
+class SymbolKind(_Vocab):
+    FUNCTION = "function"  # module-level def
+    CLASS = "class"
+    METHOD = "method"  # def inside a class (qualname 'Class.method', nested classes too)
+    ASSIGNMENT = "assignment"  # module-level name = value (config values, op registries)
+    CLASS_ATTRIBUTE = "class_attribute"  # name = value in a class body
+    BLOCK = "block"  # module-level statement that is not a def/class/assignment
+
+
+class ChangeKind(_Vocab):
+    ADDED = "added"
+    REMOVED = "removed"
+    RENAMED = "renamed"  # same normalised body under another name (moved)
+    SIGNATURE = "signature"  # parameters changed (old -> new in `detail`)
+    BODY = "body"  # code changed, ignoring formatting, comments and docstrings
+    DECORATOR = "decorator"  # decorators / registrations changed
+    VALUE = "value"  # an assignment's value or a parameter default changed
+
+
+class Stage(_Vocab):
+    DYNAMO = "Dynamo"
+    AOT = "AOTAutograd"
+    INDUCTOR = "Inductor"
+    FX = "FX"
+    DECOMPOSITION = "Decomposition"
+    DISTRIBUTED = "Distributed"
+    RUNTIME = "Runtime"
+    OTHER = "Other"
+
+
+class CouplingKind(_Vocab):
+    IMPORT_USE = "import_use"  # import of, or attribute use of, an upstream symbol
+    SUBCLASS_OVERRIDE = "subclass_override"  # downstream class overrides an upstream method
+    MONKEYPATCH = "monkeypatch"  # assignment / setattr onto an upstream module or class
+    FORK = "fork"  # a downstream file or function is a modified copy of upstream's
+    REGISTRATION = "registration"  # same op / key registered downstream (lowering, decomp, ...)
+    CONFIG = "config"  # an upstream config key read or written downstream
+    INHERITED_PATH = "inherited_path"  # reached through an upstream symbol the downstream uses
+    C_SHIM = "c_shim"  # C/C++ shim name generated or loaded downstream (best effort)
+
+
+class Action(_Vocab):
+    CHECK = "Check"
+    TEST = "Test"
+    SHIM = "Shim"
+
+    @property
+    def rank(self) -> int:
+        return {"Check": 0, "Test": 1, "Shim": 2}[self.value]
+
+
+class Risk(_Vocab):
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+
+    @property
+    def rank(self) -> int:
+        return {"low": 0, "medium": 1, "high": 2}[self.value]
+
+
+class Tristate(_Vocab):
+    YES = "yes"
+    NO = "no"
+    UNSURE = "unsure"
+
+
+def module_of(path: str) -> str:
+    """'torch/_inductor/lowering.py' -> 'torch._inductor.lowering' (packages drop __init__)."""
+    mod = path[:-3] if path.endswith(".py") else path
+    mod = mod.replace("\\", "/").strip("/").replace("/", ".")
+    return mod[: -len(".__init__")] if mod.endswith(".__init__") else mod
+
+
+@dataclass(frozen=True)
+class Registration:
+    """A registration found in source: ``@register_lowering(aten.expand)`` and the like.
+
+    ``key`` is normalised so that upstream and downstream compare: ops as
+    ``aten.expand`` (overload kept separately in ``overload``), backends as
+    ``backend:inductor``, device overrides as ``device_op_overrides:npu``.
+    """
+
+    registrar: str  # 'register_lowering', 'make_fallback', 'register_decomposition', ...
+    key: str
+    overload: str | None
+    path: str
+    line: int
+    symbol: str | None = None  # qualname of the registered function, when there is one
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "registrar": self.registrar,
+            "key": self.key,
+            "overload": self.overload,
+            "at": f"{self.path}:{self.line}",
+            "symbol": self.symbol,
+        }
+
+
+@dataclass(frozen=True)
+class Symbol:
+    """One definition in one version of one upstream (or downstream) file."""
+
+    path: str
+    qualname: str
+    kind: SymbolKind
+    line: int
+    end_line: int
+    signature: str | None = None  # 'x, sizes, implicit=False' (ast.unparse of the arguments)
+    body_hash: str = ""  # hash of the normalised body (no docstring/comments/formatting)
+    decorators: tuple[str, ...] = ()  # unparsed decorator expressions
+    bases: tuple[str, ...] = ()  # classes: unparsed base expressions
+    value: str | None = None  # assignments: unparsed value (truncated for huge literals)
+    calls: frozenset[str] = frozenset()  # names / attribute chains called in the body
+    registrations: tuple[Registration, ...] = ()
+
+    @property
+    def module(self) -> str:
+        return module_of(self.path)
+
+    @property
+    def dotted(self) -> str:
+        return f"{self.module}.{self.qualname}"
+
+    @property
+    def ref(self) -> str:
+        return f"{self.path}::{self.qualname}"
+
+
+@dataclass(frozen=True)
+class SymbolChange:
+    """How one upstream symbol changed between two versions."""
+
+    path: str
+    qualname: str
+    kind: ChangeKind
+    symbol_kind: SymbolKind
+    stage: Stage
+    old: Symbol | None = None
+    new: Symbol | None = None
+    detail: str = ""  # human summary: 'signature: (x, sizes) -> (x, sizes, implicit=False)'
+    renamed_from: str | None = None  # for RENAMED: the old qualname (or path::qualname)
+
+    @property
+    def module(self) -> str:
+        return module_of(self.path)
+
+    @property
+    def dotted(self) -> str:
+        return f"{self.module}.{self.qualname}"
+
+    @property
+    def ref(self) -> str:
+        return f"{self.path}::{self.qualname}"
+
+    @property
+    def registration_keys(self) -> frozenset[str]:
+        keys = set()
+        for sym in (self.old, self.new):
+            if sym is not None:
+                keys.update(r.key for r in sym.registrations)
+        return frozenset(keys)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "symbol": self.ref,
+            "change": str(self.kind),
+            "symbol_kind": str(self.symbol_kind),
+            "stage": str(self.stage),
+            "detail": self.detail,
+            "renamed_from": self.renamed_from,
+            "old_line": self.old.line if self.old else None,
+            "new_line": self.new.line if self.new else None,
+            "registrations": sorted(self.registration_keys),
+        }
+
+
+@dataclass(frozen=True)
+class VersionGate:
+    """Downstream code guarded for a torch version: the adaptation may already be made."""
+
+    path: str
+    line: int
+    condition: str  # source text of the condition or marker
+    kind: str  # 'version_compare' | 'hasattr' | 'try_import' | 'compat_comment'
+    min_version: tuple[int, ...] | None = None  # gated code runs when torch >= this
+    max_version: tuple[int, ...] | None = None  # gated code runs when torch < this
+    upstream_pr: int | None = None
+    note: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "at": f"{self.path}:{self.line}",
+            "condition": self.condition,
+            "kind": self.kind,
+            "min_version": ".".join(map(str, self.min_version)) if self.min_version else None,
+            "max_version": ".".join(map(str, self.max_version)) if self.max_version else None,
+            "upstream_pr": self.upstream_pr,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A downstream place that names an upstream symbol (before any change is known).
+
+    ``target`` is the canonical dotted upstream name the place depends on
+    (``torch._inductor.lowering.expand``, ``torch._inductor.codegen.simd.
+    IterationRangesEntry.precomputed_args``), or ``op:aten.expand`` /
+    ``config:torch._inductor.config.triton.unique_kernel_names`` style keys for
+    registrations and configuration.
+    """
+
+    kind: CouplingKind
+    target: str
+    path: str
+    line: int
+    snippet: str
+    detail: str = ""  # 'from X import Y as Z', 'setattr', 'overrides method', 'file 85%'
+    owner: str | None = None  # downstream qualname enclosing the place
+    signature: str | None = None  # downstream replacement's signature (fork/override/patch)
+    body_hash: str | None = None  # downstream replacement's normalised body hash
+    calls_original: bool = False  # a patch/override that calls the upstream original/super()
+    similarity: float | None = None  # forks: 0..1 against the best-matching upstream version
+    matched_version: str | None = None  # forks: 'old' | 'new' (which upstream it matches best)
+    gate: VersionGate | None = None
+    best_effort: bool = False  # c_shim and other heuristic finds
+
+    @property
+    def at(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+@dataclass
+class Coupling:
+    """One downstream dependency on one changed upstream symbol, with its own verdict."""
+
+    kind: CouplingKind
+    upstream: str  # 'path::qualname' of the changed upstream symbol
+    downstream: str  # 'path:line'
+    snippet: str
+    action: Action
+    risk: Risk
+    code_change: Tristate
+    rule: str  # id of the verdict rule that decided (docs/impact.md lists them)
+    chain: list[str] = field(default_factory=list)  # upstream change -> ... -> downstream
+    detail: str = ""
+    already_adapted: bool = False
+    gate: VersionGate | None = None
+    best_effort: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": str(self.kind),
+            "upstream": self.upstream,
+            "downstream": self.downstream,
+            "snippet": self.snippet,
+            "action": str(self.action),
+            "risk": str(self.risk),
+            "code_change": str(self.code_change),
+            "rule": self.rule,
+            "chain": list(self.chain),
+            "detail": self.detail,
+            "already_adapted": self.already_adapted,
+            "gate": self.gate.as_dict() if self.gate else None,
+            "best_effort": self.best_effort,
+        }
+
+
+@dataclass
+class UpstreamChange:
+    """One unit of upstream change: a commit, or a file (or class) of a release diff."""
+
+    id: str
+    title: str
+    unit_kind: str  # 'commit' | 'file' | 'class' | 'patch'
+    files: list[str] = field(default_factory=list)
+    changes: list[SymbolChange] = field(default_factory=list)
+    commit: str | None = None
+    pr: int | None = None
+    reverted_by: str | None = None  # commit/PR that reverts this unit
+    reverts: str | None = None  # commit/PR this unit reverts
+    upstream_tests: list[str] = field(default_factory=list)  # test files touched / named
+
+
+@dataclass
+class Impact:
+    """One output row: an upstream change, its couplings and the verdict."""
+
+    change: UpstreamChange
+    action: Action
+    risk: Risk
+    code_change: Tristate
+    test_needed: bool
+    stage: Stage
+    couplings: list[Coupling] = field(default_factory=list)
+    suggested_tests: list[str] = field(default_factory=list)
+    rationale: str = ""
+
+    @property
+    def coupling_kinds(self) -> list[str]:
+        return sorted({str(c.kind) for c in self.couplings})
+
+    def as_dict(self) -> dict[str, Any]:
+        ch = self.change
+        return {
+            "id": ch.id,
+            "title": ch.title,
+            "unit_kind": ch.unit_kind,
+            "commit": ch.commit,
+            "pr": ch.pr,
+            "reverted_by": ch.reverted_by,
+            "reverts": ch.reverts,
+            "files": list(ch.files),
+            "upstream": [f"{c.ref} ({c.kind})" for c in ch.changes],
+            "changes": [c.as_dict() for c in ch.changes],
+            "action": str(self.action),
+            "risk": str(self.risk),
+            "code_change": str(self.code_change),
+            "test_needed": "yes" if self.test_needed else "no",
+            "stage": str(self.stage),
+            "coupling_kinds": self.coupling_kinds,
+            "couplings": [c.as_dict() for c in self.couplings],
+            "suggested_tests": list(self.suggested_tests),
+            "rationale": self.rationale,
+        }
