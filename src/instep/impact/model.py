@@ -162,6 +162,11 @@ class SymbolChange:
     new: Symbol | None = None
     detail: str = ""  # human summary: 'signature: (x, sizes) -> (x, sizes, implicit=False)'
     renamed_from: str | None = None  # for RENAMED: the old qualname (or path::qualname)
+    also: tuple[ChangeKind, ...] = ()  # further aspects of the same change (BODY with SIGNATURE)
+
+    @property
+    def aspects(self) -> frozenset[ChangeKind]:
+        return frozenset((self.kind, *self.also))
 
     @property
     def module(self) -> str:
@@ -187,6 +192,7 @@ class SymbolChange:
         return {
             "symbol": self.ref,
             "change": str(self.kind),
+            "also": [str(k) for k in self.also],
             "symbol_kind": str(self.symbol_kind),
             "stage": str(self.stage),
             "detail": self.detail,
