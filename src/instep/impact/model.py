@@ -276,6 +276,7 @@ class Coupling:
     already_adapted: bool = False
     gate: VersionGate | None = None
     best_effort: bool = False
+    problems: list[str] = field(default_factory=list)  # signature incompatibilities found
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -292,6 +293,7 @@ class Coupling:
             "already_adapted": self.already_adapted,
             "gate": self.gate.as_dict() if self.gate else None,
             "best_effort": self.best_effort,
+            "problems": list(self.problems),
         }
 
 
@@ -351,4 +353,40 @@ class Impact:
             "couplings": [c.as_dict() for c in self.couplings],
             "suggested_tests": list(self.suggested_tests),
             "rationale": self.rationale,
+        }
+
+
+@dataclass
+class ImpactReport:
+    """The result of one analysis: every unit's verdict plus what was analysed and how."""
+
+    upstream: dict[str, Any]  # mode ('release'|'git'|'patches'), labels, versions, range
+    downstream: dict[str, Any]  # source label, file and reference counts
+    units: list[Impact] = field(default_factory=list)
+    compat_debt: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)  # timings (s), counts, cache hits
+    generated_at: str = ""
+    lang: str = "en"
+
+    def summary(self) -> dict[str, Any]:
+        def count(values: list[str]) -> dict[str, int]:
+            out: dict[str, int] = {}
+            for v in values:
+                out[v] = out.get(v, 0) + 1
+            return dict(sorted(out.items()))
+
+        by_stage: dict[str, dict[str, int]] = {}
+        for u in self.units:
+            row = by_stage.setdefault(str(u.stage), {"Check": 0, "Test": 0, "Shim": 0})
+            row[str(u.action)] += 1
+        return {
+            "units": len(self.units),
+            "coupled_units": sum(1 for u in self.units if u.couplings),
+            "couplings": sum(len(u.couplings) for u in self.units),
+            "by_action": count([str(u.action) for u in self.units]),
+            "by_risk": count([str(u.risk) for u in self.units]),
+            "by_stage_action": dict(sorted(by_stage.items())),
+            "by_coupling_kind": count([str(c.kind) for u in self.units for c in u.couplings]),
+            "already_adapted": sum(1 for u in self.units for c in u.couplings if c.already_adapted),
         }

@@ -1,0 +1,53 @@
+"""Render an :class:`~instep.impact.model.ImpactReport` as Markdown, CSV, JSON or HTML.
+
+Exporters only read the report; they never re-derive a verdict. ``render`` returns text;
+``write`` puts it in a file (or stdout when ``out`` is None).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from instep.errors import BadInput
+from instep.impact.model import ImpactReport
+
+FORMATS = ("md", "csv", "json", "html")
+
+
+def _renderer(fmt: str) -> Callable[[ImpactReport], str]:
+    if fmt == "md":
+        from instep.impact.export.markdown import render_markdown
+
+        return render_markdown
+    if fmt == "csv":
+        from instep.impact.export.csv_table import render_csv
+
+        return render_csv
+    if fmt == "json":
+        from instep.impact.export.json_doc import render_json
+
+        return render_json
+    if fmt == "html":
+        from instep.impact.export.html_page import render_html
+
+        return render_html
+    raise BadInput(f"--format: expected one of {', '.join(FORMATS)}, got '{fmt}'")
+
+
+def render(report: ImpactReport, fmt: str) -> str:
+    return _renderer(fmt)(report)
+
+
+def write(report: ImpactReport, fmt: str, out: Path | None) -> None:
+    text = render(report, fmt)
+    if out is None:
+        sys.stdout.write(text)
+        return
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        # utf-8-sig for CSV: spreadsheets then read Chinese text correctly
+        out.write_text(text, encoding="utf-8-sig" if fmt == "csv" else "utf-8", newline="")
+    except OSError as exc:
+        raise BadInput(f"--out {out}: cannot write ({exc.strerror or exc})") from exc

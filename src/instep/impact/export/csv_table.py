@@ -1,0 +1,45 @@
+"""CSV: one row per unit in the seed's column order, plus evidence; opens in spreadsheets."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from instep.impact.export.labels import COLUMNS, YES_NO, lang_of
+from instep.impact.model import ImpactReport
+
+EXTRA = {
+    "en": ["Coupling kinds", "Evidence", "Upstream symbols", "Suggested tests", "PR", "Commit"],
+    "zh": ["耦合类型", "证据", "上游符号", "建议验证用例", "PR", "提交"],
+}
+
+
+def render_csv(report: ImpactReport) -> str:
+    lang = lang_of(report.lang)
+    yn = YES_NO[lang]
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\r\n")
+    writer.writerow(COLUMNS[lang] + EXTRA[lang])
+    for u in report.units:
+        ch = u.change
+        writer.writerow(
+            [
+                ch.id,
+                str(u.action),
+                ch.title,
+                u.rationale,
+                str(u.risk),
+                yn[str(u.code_change)],
+                yn["yes" if u.test_needed else "no"],
+                str(u.stage),
+                ", ".join(u.coupling_kinds),
+                "\n".join(
+                    f"{c.downstream} {c.kind} -> {c.upstream} [{c.action}]" for c in u.couplings
+                ),
+                "\n".join(f"{c.ref} ({c.kind})" for c in ch.changes),
+                "\n".join(u.suggested_tests),
+                ch.pr or "",
+                ch.commit or "",
+            ]
+        )
+    return buf.getvalue()

@@ -1,0 +1,149 @@
+"""Exporters render one report faithfully in every format and language."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from instep.errors import BadInput
+from instep.impact.export import render, write
+from instep.impact.model import (
+    ChangeKind,
+    CouplingKind,
+    ImpactReport,
+    Reference,
+    Stage,
+    Symbol,
+    SymbolChange,
+    SymbolKind,
+    UpstreamChange,
+)
+from instep.impact.verdicts import decide, judge_unit
+
+PATH = "torch/_inductor/lowering.py"
+
+
+def _report(lang: str = "en") -> ImpactReport:
+    old = Symbol(PATH, "expand", SymbolKind.FUNCTION, 1, 2, signature="x, sizes")
+    new = Symbol(PATH, "expand", SymbolKind.FUNCTION, 1, 2, signature="x, sizes, *, implicit=False")
+    change = SymbolChange(
+        PATH,
+        "expand",
+        ChangeKind.SIGNATURE,
+        SymbolKind.FUNCTION,
+        Stage.INDUCTOR,
+        old=old,
+        new=new,
+        detail="(x, sizes) -> (x, sizes, *, implicit=False)",
+    )
+    ref = Reference(
+        CouplingKind.FORK,
+        "torch._inductor.lowering.expand",
+        "torch_npu/_inductor/lowering_fx.py",
+        948,
+        "def expand(x, sizes): <script>alert(1)</script> | pipe",
+        signature="x, sizes",
+        matched_version="old",
+    )
+    unit = UpstreamChange(
+        "torch/_inductor/lowering.py",
+        "lowering | expand",
+        "file",
+        files=[PATH],
+        changes=[change],
+        pr=123,
+    )
+    quiet = SymbolChange(
+        "torch/_dynamo/x.py", "f", ChangeKind.BODY, SymbolKind.FUNCTION, Stage.DYNAMO
+    )
+    units = [
+        judge_unit(unit, [decide(change, ref)], lang=lang, suggested_tests=["test/x.py"]),
+        judge_unit(
+            UpstreamChange("torch/_dynamo/x.py", "x", "file", changes=[quiet]), [], lang=lang
+        ),
+    ]
+    return ImpactReport(
+        upstream={"mode": "release", "old": "torch==2.13.0", "new": "torch==2.14.1"},
+        downstream={"source": "torch-npu==2.13.0"},
+        units=units,
+        compat_debt=[
+            {
+                "at": "torch_npu/a.py:3",
+                "condition": "TORCH_VERSION < (2, 10)",
+                "reason": "always false",
+            }
+        ],
+        warnings=["skipped x.py: syntax error"],
+        generated_at="2026-11-29T00:00:00Z",
+        lang=lang,
+    )
+
+
+def test_json_schema_fields():
+    doc = json.loads(render(_report(), "json"))
+    assert doc["schema"] == "instep.impact/1"
+    unit = doc["units"][0]
+    for key in (
+        "id",
+        "title",
+        "upstream",
+        "action",
+        "risk",
+        "code_change",
+        "test_needed",
+        "stage",
+        "couplings",
+        "suggested_tests",
+        "rationale",
+    ):
+        assert key in unit
+    assert unit["upstream"] == ["torch/_inductor/lowering.py::expand (signature)"]
+    c = unit["couplings"][0]
+    assert c["kind"] == "fork" and c["downstream"] == "torch_npu/_inductor/lowering_fx.py:948"
+    assert c["upstream"] == "torch/_inductor/lowering.py::expand"
+    assert (c["action"], c["risk"], c["code_change"]) == ("Shim", "high", "yes")
+    assert doc["summary"]["by_action"] == {"Check": 1, "Shim": 1}
+
+
+def test_markdown_is_the_seed_table_and_escapes_pipes():
+    md = render(_report(), "md")
+    assert "| ID | Action | Summary | Analysis | Risk | Code change | Test | Stage |" in md
+    row = next(line for line in md.splitlines() if line.startswith("| torch/_inductor/lowering.py"))
+    assert "lowering \\| expand (#123)" in row
+    assert row.count(" | ") == 7  # eight cells, none broken by the '|' in the title
+    zh = render(_report("zh"), "md")
+    assert "| 编号 | 动作 | 摘要 | 分析 | 风险 | 是否改码 | 是否需测试 | 编译阶段 |" in zh
+    assert "| 是 | 是 | compile_stage：Inductor |" in zh
+
+
+def test_csv_round_trips_through_a_csv_reader(tmp_path):
+    out = tmp_path / "impact.csv"
+    write(_report("zh"), "csv", out)
+    raw = out.read_bytes()
+    assert raw.startswith(b"\xef\xbb\xbf")  # BOM: spreadsheets detect UTF-8
+    rows = list(csv.reader(io.StringIO(raw.decode("utf-8-sig"))))
+    assert rows[0][:3] == ["编号", "动作", "摘要"]
+    assert rows[1][1] == "Shim" and "lowering_fx.py:948" in rows[1][9]
+    assert len(rows) == 3
+
+
+def test_html_is_self_contained_and_inert(tmp_path):
+    html = render(_report(), "html")
+    assert "<script>alert(1)</script>" not in html
+    assert "http://" not in html and "https://" not in html  # no CDN, works offline
+    assert 'id="impact-data"' in html and "f-kind" in html
+
+
+def test_unknown_format_is_one_line():
+    with pytest.raises(BadInput, match="--format: expected one of md, csv, json, html"):
+        render(_report(), "xls")
+
+
+def test_unwritable_output_is_one_line(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(BadInput, match="cannot write"):
+        write(_report(), "json", blocker / "sub" / "out.json")

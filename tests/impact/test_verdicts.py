@@ -1,0 +1,164 @@
+"""Verdict rules on real evidence shapes: each rule is reachable and decides as documented."""
+
+from __future__ import annotations
+
+from instep.impact.model import (
+    Action,
+    ChangeKind,
+    CouplingKind,
+    Reference,
+    Risk,
+    Stage,
+    Symbol,
+    SymbolChange,
+    SymbolKind,
+    Tristate,
+    UpstreamChange,
+    VersionGate,
+)
+from instep.impact.verdicts import decide, judge_unit, rules
+
+PATH = "torch/_inductor/lowering.py"
+
+
+def _sym(sig: str, name: str = "expand") -> Symbol:
+    return Symbol(PATH, name, SymbolKind.FUNCTION, 10, 20, signature=sig, body_hash="h")
+
+
+def _change(kind: ChangeKind, old_sig="x, sizes", new_sig="x, sizes, *, implicit=False", also=()):
+    return SymbolChange(
+        PATH,
+        "expand",
+        kind,
+        SymbolKind.FUNCTION,
+        Stage.INDUCTOR,
+        old=_sym(old_sig),
+        new=None if kind is ChangeKind.REMOVED else _sym(new_sig),
+        detail=f"({old_sig}) -> ({new_sig})",
+        also=also,
+    )
+
+
+def _ref(kind: CouplingKind, **kw) -> Reference:
+    base = dict(
+        target="torch._inductor.lowering.expand",
+        path="torch_npu/_inductor/lowering_fx.py",
+        line=948,
+        snippet="def expand(x, sizes):",
+    )
+    base.update(kw)
+    return Reference(kind=kind, **base)
+
+
+def test_rules_load_and_end_with_default():
+    ids = [r.id for r in rules()]
+    assert ids[-1] == "default.visible_only"
+    assert len(ids) == len(set(ids))
+
+
+def test_fork_with_old_signature_is_shim_high():
+    c = decide(
+        _change(ChangeKind.SIGNATURE, also=(ChangeKind.BODY,)),
+        _ref(CouplingKind.FORK, signature="x, sizes", body_hash="b", matched_version="old"),
+    )
+    assert (c.action, c.risk, c.code_change, c.rule) == (
+        Action.SHIM,
+        Risk.HIGH,
+        Tristate.YES,
+        "signature.replacement_breaks",
+    )
+    assert "implicit" in c.detail
+
+
+def test_same_op_registration_with_old_signature_is_shim():
+    c = decide(
+        _change(ChangeKind.SIGNATURE),
+        _ref(CouplingKind.REGISTRATION, target="op:aten.expand", signature="x, sizes"),
+    )
+    assert c.action is Action.SHIM
+
+
+def test_already_adapted_signature_is_check():
+    c = decide(
+        _change(ChangeKind.SIGNATURE),
+        _ref(CouplingKind.FORK, signature="x, sizes, *, implicit=False", body_hash="b"),
+    )
+    assert (c.action, c.rule) == (Action.CHECK, "signature.adapted")
+
+
+def test_version_gate_for_new_torch_means_adapted():
+    gate = VersionGate(
+        "torch_npu/x.py", 940, "TORCH_VERSION >= (2, 14)", "version_compare", min_version=(2, 14)
+    )
+    c = decide(
+        _change(ChangeKind.SIGNATURE),
+        _ref(CouplingKind.FORK, signature="x, sizes", gate=gate),
+        new_version=(2, 14, 1),
+    )
+    assert (c.action, c.already_adapted) == (Action.CHECK, True)
+    # the same gate does not count when analysing an older target
+    c = decide(
+        _change(ChangeKind.SIGNATURE),
+        _ref(CouplingKind.FORK, signature="x, sizes", gate=gate),
+        new_version=(2, 13, 0),
+    )
+    assert c.action is Action.SHIM
+
+
+def test_removed_symbol_imported_is_shim_unless_guarded():
+    c = decide(_change(ChangeKind.REMOVED), _ref(CouplingKind.IMPORT_USE))
+    assert (c.action, c.risk, c.rule) == (Action.SHIM, Risk.HIGH, "removed.breaks")
+    gate = VersionGate("torch_npu/x.py", 3, "except ImportError", "try_import")
+    c = decide(_change(ChangeKind.REMOVED), _ref(CouplingKind.IMPORT_USE, gate=gate))
+    assert (c.action, c.rule) == (Action.TEST, "removed.guarded")
+
+
+def test_body_change_behind_replacing_patch_is_masked():
+    body = _change(ChangeKind.BODY, new_sig="x, sizes")
+    c = decide(body, _ref(CouplingKind.MONKEYPATCH, signature="x, sizes", body_hash="z"))
+    assert (c.action, c.rule) == (Action.SHIM, "patch.replaces")
+    c = decide(
+        body,
+        _ref(CouplingKind.MONKEYPATCH, signature="*a, **k", body_hash="z", calls_original=True),
+    )
+    assert (c.action, c.rule) == (Action.TEST, "patch.wraps")
+
+
+def test_plain_use_of_changed_body_is_test_low():
+    c = decide(_change(ChangeKind.BODY, new_sig="x, sizes"), _ref(CouplingKind.IMPORT_USE))
+    assert (c.action, c.risk, c.code_change) == (Action.TEST, Risk.LOW, Tristate.NO)
+
+
+def test_unit_aggregation_and_rationale_languages():
+    change = _change(ChangeKind.SIGNATURE)
+    unit = UpstreamChange("u1", "expand gains implicit", "commit", files=[PATH], changes=[change])
+    couplings = [
+        decide(change, _ref(CouplingKind.IMPORT_USE, line=5)),
+        decide(change, _ref(CouplingKind.FORK, signature="x, sizes", matched_version="old")),
+    ]
+    impact = judge_unit(unit, couplings)
+    assert impact.action is Action.SHIM and impact.risk is Risk.HIGH
+    assert impact.code_change is Tristate.YES and impact.test_needed
+    assert impact.couplings[0].action is Action.SHIM  # most severe first
+    assert impact.rationale.startswith("Shim: 2 coupling(s)")
+    assert "lowering_fx.py:948" in impact.rationale
+    zh = judge_unit(unit, couplings, lang="zh")
+    assert "耦合" in zh.rationale and "需同步签名" in zh.rationale
+
+
+def test_unit_without_coupling_says_so():
+    change = _change(ChangeKind.BODY, new_sig="x, sizes")
+    impact = judge_unit(UpstreamChange("u2", "t", "file", changes=[change]), [])
+    assert impact.action is Action.CHECK and not impact.test_needed
+    assert impact.rationale.startswith("No coupling found")
+    assert judge_unit(
+        UpstreamChange("u2", "t", "file", changes=[change]), [], lang="zh"
+    ).rationale.startswith("未发现耦合")
+
+
+def test_reverted_unit_is_downgraded_from_test():
+    change = _change(ChangeKind.BODY, new_sig="x, sizes")
+    unit = UpstreamChange("u3", "t", "commit", changes=[change], reverted_by="abc123")
+    impact = judge_unit(unit, [decide(change, _ref(CouplingKind.IMPORT_USE))])
+    assert impact.action is Action.CHECK
+    assert "reverted by abc123" in impact.rationale
