@@ -1,0 +1,79 @@
+"""Build small, real git repositories in temporary folders for tests.
+
+``RepoBuilder(path)`` runs the real ``git`` CLI with a fixed identity and dates, so
+shas are deterministic given the same operations. Tests of any impact step may reuse it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+_ENV = {
+    "GIT_AUTHOR_NAME": "Test Author",
+    "GIT_AUTHOR_EMAIL": "author@example.invalid",
+    "GIT_COMMITTER_NAME": "Test Committer",
+    "GIT_COMMITTER_EMAIL": "committer@example.invalid",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "LC_ALL": "C",
+}
+
+
+class RepoBuilder:
+    """A git work tree at ``path``; write files, commit, tag, revert."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._tick = 0
+        self.git("init", "-q", "-b", "main")
+
+    def git(self, *args: str) -> str:
+        self._tick += 1
+        stamp = f"2026-01-01T00:{self._tick // 60:02d}:{self._tick % 60:02d}+00:00"
+        env = {**os.environ, **_ENV, "GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp}
+        proc = subprocess.run(
+            ["git", "-c", "commit.gpgsign=false", "-c", "core.autocrlf=false", *args],
+            cwd=self.path,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"git {' '.join(args)} failed: {proc.stderr.strip()}")
+        return proc.stdout.strip()
+
+    def write(self, rel: str, content: str | bytes) -> Path:
+        file = self.path / rel
+        file.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, str):
+            content = content.encode()
+        file.write_bytes(content)
+        return file
+
+    def remove(self, rel: str) -> None:
+        self.git("rm", "-q", rel)
+
+    def move(self, old: str, new: str) -> None:
+        (self.path / new).parent.mkdir(parents=True, exist_ok=True)
+        self.git("mv", old, new)
+
+    def commit(self, message: str, *, allow_empty: bool = False) -> str:
+        self.git("add", "-A")
+        extra = ["--allow-empty"] if allow_empty else []
+        self.git("commit", "-q", *extra, "-m", message)
+        return self.git("rev-parse", "HEAD")
+
+    def tag(self, name: str, rev: str = "HEAD") -> None:
+        self.git("tag", name, rev)
+
+    def revert(self, sha: str, message: str | None = None) -> str:
+        """``git revert`` (its message, or ``message`` as the whole message)."""
+        self.git("revert", "--no-edit", "--no-commit", sha)
+        if message is None:
+            self.git("commit", "-q", "--no-edit")
+        else:
+            self.git("commit", "-q", "-m", message)
+        return self.git("rev-parse", "HEAD")
