@@ -40,8 +40,8 @@ def _report(lang: str = "en") -> ImpactReport:
         detail="(x, sizes) -> (x, sizes, *, implicit=False)",
     )
     ref = Reference(
-        CouplingKind.FORK,
-        "torch._inductor.lowering.expand",
+        CouplingKind.REGISTRATION,
+        "op:aten.expand",
         "torch_npu/_inductor/lowering_fx.py",
         948,
         "def expand(x, sizes): <script>alert(1)</script> | pipe",
@@ -102,7 +102,9 @@ def test_json_schema_fields():
         assert key in unit
     assert unit["upstream"] == ["torch/_inductor/lowering.py::expand (signature)"]
     c = unit["couplings"][0]
-    assert c["kind"] == "fork" and c["downstream"] == "torch_npu/_inductor/lowering_fx.py:948"
+    assert (
+        c["kind"] == "registration" and c["downstream"] == "torch_npu/_inductor/lowering_fx.py:948"
+    )
     assert c["upstream"] == "torch/_inductor/lowering.py::expand"
     assert (c["action"], c["risk"], c["code_change"]) == ("Shim", "high", "yes")
     assert doc["summary"]["by_action"] == {"Check": 1, "Shim": 1}

@@ -56,10 +56,24 @@ def test_rules_load_and_end_with_default():
     assert len(ids) == len(set(ids))
 
 
-def test_fork_with_old_signature_is_shim_high():
+def test_fork_with_old_signature_is_test_not_shim():
+    # a fork is a copy the downstream calls itself: upstream's new parameter never reaches it
     c = decide(
         _change(ChangeKind.SIGNATURE, also=(ChangeKind.BODY,)),
         _ref(CouplingKind.FORK, signature="x, sizes", body_hash="b", matched_version="old"),
+    )
+    assert (c.action, c.risk, c.code_change, c.rule) == (
+        Action.TEST,
+        Risk.MEDIUM,
+        Tristate.UNSURE,
+        "fork.stale",
+    )
+
+
+def test_override_with_old_signature_is_shim_high():
+    c = decide(
+        _change(ChangeKind.SIGNATURE, also=(ChangeKind.BODY,)),
+        _ref(CouplingKind.SUBCLASS_OVERRIDE, signature="x, sizes", body_hash="b"),
     )
     assert (c.action, c.risk, c.code_change, c.rule) == (
         Action.SHIM,
@@ -68,6 +82,13 @@ def test_fork_with_old_signature_is_shim_high():
         "signature.replacement_breaks",
     )
     assert "implicit" in c.detail
+    # unless the downstream also overrides every upstream caller of the method
+    c = decide(
+        _change(ChangeKind.SIGNATURE),
+        _ref(CouplingKind.SUBCLASS_OVERRIDE, signature="x, sizes", body_hash="b"),
+        extra_facts=frozenset({"callers_overridden"}),
+    )
+    assert (c.action, c.rule) == (Action.TEST, "signature.callers_overridden")
 
 
 def test_same_op_registration_with_old_signature_is_shim():
@@ -81,7 +102,7 @@ def test_same_op_registration_with_old_signature_is_shim():
 def test_already_adapted_signature_is_check():
     c = decide(
         _change(ChangeKind.SIGNATURE),
-        _ref(CouplingKind.FORK, signature="x, sizes, *, implicit=False", body_hash="b"),
+        _ref(CouplingKind.MONKEYPATCH, signature="x, sizes, *, implicit=False", body_hash="b"),
     )
     assert (c.action, c.rule) == (Action.CHECK, "signature.adapted")
 
@@ -92,14 +113,14 @@ def test_version_gate_for_new_torch_means_adapted():
     )
     c = decide(
         _change(ChangeKind.SIGNATURE),
-        _ref(CouplingKind.FORK, signature="x, sizes", gate=gate),
+        _ref(CouplingKind.MONKEYPATCH, signature="x, sizes", gate=gate),
         new_version=(2, 14, 1),
     )
     assert (c.action, c.already_adapted) == (Action.CHECK, True)
     # the same gate does not count when analysing an older target
     c = decide(
         _change(ChangeKind.SIGNATURE),
-        _ref(CouplingKind.FORK, signature="x, sizes", gate=gate),
+        _ref(CouplingKind.MONKEYPATCH, signature="x, sizes", gate=gate),
         new_version=(2, 13, 0),
     )
     assert c.action is Action.SHIM
@@ -116,7 +137,7 @@ def test_removed_symbol_imported_is_shim_unless_guarded():
 def test_body_change_behind_replacing_patch_is_masked():
     body = _change(ChangeKind.BODY, new_sig="x, sizes")
     c = decide(body, _ref(CouplingKind.MONKEYPATCH, signature="x, sizes", body_hash="z"))
-    assert (c.action, c.rule) == (Action.SHIM, "patch.replaces")
+    assert (c.action, c.code_change, c.rule) == (Action.TEST, Tristate.UNSURE, "patch.replaces")
     c = decide(
         body,
         _ref(CouplingKind.MONKEYPATCH, signature="*a, **k", body_hash="z", calls_original=True),
@@ -134,7 +155,9 @@ def test_unit_aggregation_and_rationale_languages():
     unit = UpstreamChange("u1", "expand gains implicit", "commit", files=[PATH], changes=[change])
     couplings = [
         decide(change, _ref(CouplingKind.IMPORT_USE, line=5)),
-        decide(change, _ref(CouplingKind.FORK, signature="x, sizes", matched_version="old")),
+        decide(
+            change, _ref(CouplingKind.REGISTRATION, target="op:aten.expand", signature="x, sizes")
+        ),
     ]
     impact = judge_unit(unit, couplings)
     assert impact.action is Action.SHIM and impact.risk is Risk.HIGH

@@ -64,14 +64,14 @@ def _setup_logging(level: int) -> None:
         )
     ]
     root.setLevel(level)
-    root.propagate = False
+    root.propagate = True  # pytest caplog and embedding applications see records too
 
 
 def _register_commands() -> None:
     # Each module adds its commands to `cli`; --help lists them alphabetically.
-    from instep.cli import profile_cmd
+    from instep.cli import impact_cmd, profile_cmd
 
-    for module in (profile_cmd,):
+    for module in (impact_cmd, profile_cmd):
         module.register(cli)
 
 

@@ -31,9 +31,10 @@ from instep.impact.model import (
 from instep.impact.signatures import incompatibilities, same_parameters
 from instep.tomlfile import parse_toml
 
+# Kinds whose downstream function is *called by upstream code* in place of upstream's own
+# (a fork is a copy the downstream calls itself: its signature only matters to it).
 REPLACING_KINDS = frozenset(
     {
-        CouplingKind.FORK,
         CouplingKind.SUBCLASS_OVERRIDE,
         CouplingKind.MONKEYPATCH,
         CouplingKind.REGISTRATION,
@@ -172,7 +173,8 @@ _TRI_ORDER = {Tristate.NO: 0, Tristate.UNSURE: 1, Tristate.YES: 2}
 
 
 def unit_stage(change: UpstreamChange, couplings: list[Coupling]) -> Stage:
-    decisive = {c.upstream for c in couplings if c.action is max_action(couplings)}
+    top = max_action(couplings)
+    decisive = {c.upstream for c in couplings if c.action is top}
     pool = [c.stage for c in change.changes if c.ref in decisive] or [
         c.stage for c in change.changes
     ]

@@ -1,0 +1,158 @@
+"""``instep impact``: upstream changes -> downstream couplings -> Check / Test / Shim."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import click
+
+from instep.cli.context import AppContext
+from instep.errors import BadInput
+from instep.impact.export import FORMATS
+
+log = logging.getLogger("instep.cli")
+
+
+def _version_tuple(text: str | None) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        return tuple(int(p) for p in text.split("."))
+    except ValueError:
+        raise BadInput(f"--min-supported: expected a version like 2.13, got '{text}'") from None
+
+
+def _stage_map(pairs: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        prefix, sep, stage = pair.partition("=")
+        if not sep or not prefix or not stage:
+            raise BadInput(f"--stage-map: expected PREFIX=STAGE, got '{pair}'")
+        out[prefix] = stage
+    return out
+
+
+@click.command("impact")
+@click.option(
+    "--upstream-old",
+    metavar="X",
+    help="Old upstream: source tree, wheel, repo@rev or pip spec (torch==2.13.0).",
+)
+@click.option("--upstream-new", metavar="Y", help="New upstream, same forms as --upstream-old.")
+@click.option(
+    "--upstream-git", metavar="PATH", help="Local upstream clone: one unit per commit of --range."
+)
+@click.option("--range", "rev_range", metavar="A..B", help="Commit range of --upstream-git.")
+@click.option(
+    "--patches", metavar="DIR", help="Unified diffs / format-patch files applied to --upstream-old."
+)
+@click.option(
+    "--downstream",
+    metavar="X",
+    help="Downstream: source tree, repo@rev, wheel or pip spec (torch-npu==2.13.0).",
+)
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="md", show_default=True)
+@click.option(
+    "--out", type=click.Path(path_type=Path, dir_okay=False), help="Output file (default: stdout)."
+)
+@click.option(
+    "--lang",
+    type=click.Choice(["en", "zh"]),
+    default=None,
+    help="Rationale language (default: config, en).",
+)
+@click.option(
+    "--min-action",
+    type=click.Choice(["Check", "Test", "Shim"]),
+    default="Check",
+    show_default=True,
+    help="Leave out units below this action.",
+)
+@click.option(
+    "--min-supported",
+    metavar="VER",
+    help="Oldest torch the downstream supports (compat debt); default: the old upstream.",
+)
+@click.option(
+    "--stage-map",
+    multiple=True,
+    metavar="PREFIX=STAGE",
+    help="Extra upstream path prefix -> stage (repeatable).",
+)
+@click.option(
+    "--exclude",
+    multiple=True,
+    metavar="GLOB",
+    help="Leave out upstream/downstream paths matching GLOB (repeatable).",
+)
+@click.option(
+    "--jobs", type=click.IntRange(1, 64), default=None, help="Worker processes (default: up to 2)."
+)
+@click.option("--no-cache", is_flag=True, help="Do not read or write the analysis cache.")
+@click.pass_obj
+def impact(
+    app: AppContext,
+    upstream_old,
+    upstream_new,
+    upstream_git,
+    rev_range,
+    patches,
+    downstream,
+    fmt,
+    out,
+    lang,
+    min_action,
+    min_supported,
+    stage_map,
+    exclude,
+    jobs,
+    no_cache,
+) -> None:
+    """Impact of upstream changes on a downstream backend: Check, Test or Shim, with evidence.
+
+    Static only: neither side's code is imported or executed. Pip specs are downloaded
+    once (pip download --no-deps) into the cache and read from the wheel.
+    """
+    from instep.impact.analysis import ImpactRequest, analyse
+    from instep.impact.export import write
+    from instep.impact.model import Action
+
+    cfg = app.config
+    ic = cfg.impact
+    downstream = downstream or ic.downstream
+    if not downstream:
+        raise BadInput("--downstream: required (a source tree, repo@rev, wheel or pip spec)")
+    req = ImpactRequest(
+        downstream=downstream,
+        upstream_old=upstream_old or (None if upstream_git else ic.upstream_old),
+        upstream_new=upstream_new or (None if (upstream_git or patches) else ic.upstream_new),
+        upstream_git=upstream_git or (ic.upstream_git if rev_range else None),
+        rev_range=rev_range,
+        patches=patches,
+        cache_dir=cfg.cache_path(),
+        use_cache=not no_cache,
+        jobs=jobs,
+        lang=lang or cfg.lang,
+        stage_map={**ic.stage_map, **_stage_map(stage_map)},
+        exclude=[*ic.exclude, *exclude],
+        min_supported=_version_tuple(min_supported),
+    )
+    report = analyse(req)
+    floor = Action(min_action).rank
+    report.units = [u for u in report.units if u.action.rank >= floor]
+    write(report, fmt, out)
+    s = report.summary()
+    log.info(
+        "%d units (%s); %d couplings; %.1f s",
+        s["units"],
+        ", ".join(f"{k} {v}" for k, v in s["by_action"].items()),
+        s["couplings"],
+        sum(report.stats.get("timings_s", {}).values()),
+    )
+    if out is not None:
+        log.info("wrote %s", out)
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(impact)

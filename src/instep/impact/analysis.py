@@ -1,0 +1,731 @@
+"""Wire the impact pipeline: sources -> symbol diff -> coupling index -> join -> verdicts.
+
+``analyse(ImpactRequest) -> ImpactReport`` is what ``instep impact`` and the tests call.
+This module owns the *join*: which downstream reference reaches which upstream change,
+and through what (exact name, class member, inherited call path, same registration key,
+fork). Each step it calls lives in its own module; none of them imports analysed code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import re
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from fnmatch import fnmatch
+from pathlib import Path
+
+from instep.errors import BadInput
+from instep.impact import call_paths
+from instep.impact.cache import ContentCache
+from instep.impact.model import (
+    ChangeKind,
+    Coupling,
+    CouplingKind,
+    Impact,
+    ImpactReport,
+    Reference,
+    SymbolChange,
+    SymbolKind,
+    UpstreamChange,
+)
+from instep.impact.upstream_resolver import UpstreamResolver
+from instep.impact.verdicts import decide, judge_unit
+
+log = logging.getLogger(__name__)
+
+# What a registration claims for its key: two registrations of one op only replace each
+# other (and only then are their signatures comparable) when the role and overload agree.
+REGISTRATION_ROLES = {
+    "register_lowering": "lowering",
+    "_register_lowering": "lowering",
+    "register_pointwise": "lowering",
+    "register_foreach_pointwise": "lowering",
+    "make_fallback": "lowering",
+    "make_reduction_fallback": "lowering",
+    "table:lowerings": "lowering",
+    "table:fallbacks": "lowering",
+    "register_decomposition": "decomposition",
+    "table:decompositions": "decomposition",
+    "register_meta": "meta",
+    "register_fake": "meta",
+    "register_op_impl": "meta",
+    "py_impl": "py_impl",
+}
+_OVERLOAD_RE = re.compile(r"\(\.(\w+)\)")
+MIN_FORK_SIMILARITY = 0.6  # below this only a same-named, non-dunder function counts
+
+BEHAVIOUR = frozenset(
+    {
+        ChangeKind.BODY,
+        ChangeKind.SIGNATURE,
+        ChangeKind.VALUE,
+        ChangeKind.DECORATOR,
+        ChangeKind.REMOVED,
+        ChangeKind.RENAMED,
+    }
+)
+
+
+@dataclass
+class ImpactRequest:
+    downstream: str
+    upstream_old: str | None = None
+    upstream_new: str | None = None
+    upstream_git: str | None = None
+    rev_range: str | None = None
+    patches: str | None = None
+    cache_dir: Path | None = None
+    use_cache: bool = True
+    jobs: int | None = None
+    lang: str = "en"
+    stage_map: dict[str, str] = field(default_factory=dict)
+    exclude: list[str] = field(default_factory=list)
+    min_supported: tuple[int, ...] | None = None
+    large_file_changes: int = 40  # release units split per class above this many changes
+
+    def mode(self) -> str:
+        if self.upstream_git or self.rev_range:
+            if not (self.upstream_git and self.rev_range):
+                raise BadInput(
+                    "--upstream-git and --range go together (e.g. --range v2.13.0..v2.14.0)"
+                )
+            if self.upstream_old or self.upstream_new or self.patches:
+                raise BadInput(
+                    "--upstream-git/--range cannot be combined with "
+                    "--upstream-old/--upstream-new/--patches"
+                )
+            return "git"
+        if self.patches:
+            if not self.upstream_old or self.upstream_new:
+                raise BadInput(
+                    "--patches needs --upstream-old (the tree the patches apply to) "
+                    "and no --upstream-new"
+                )
+            return "patches"
+        if self.upstream_old and self.upstream_new:
+            return "release"
+        raise BadInput(
+            "no upstream given: use --upstream-old X --upstream-new Y, "
+            "--upstream-git PATH --range A..B, or --upstream-old X --patches DIR"
+        )
+
+
+@dataclass
+class _RawUnit:
+    id: str
+    title: str
+    unit_kind: str
+    files: list  # list[FileChange]
+    commit: str | None = None
+    pr: int | None = None
+    reverts: str | None = None
+    reverted_by: str | None = None
+    upstream_tests: list[str] = field(default_factory=list)
+
+
+# --- warnings collected into the report ------------------------------------------------
+
+
+class _WarningCollector(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@contextmanager
+def _collect_warnings() -> Iterator[list[str]]:
+    handler = _WarningCollector()
+    logger = logging.getLogger("instep.impact")
+    logger.addHandler(handler)
+    try:
+        yield handler.messages
+    finally:
+        logger.removeHandler(handler)
+
+
+# --- versions ----------------------------------------------------------------------------
+
+_VERSION_RE = re.compile(r"""__version__\s*=\s*['"](\d+(?:\.\d+)+)""")
+
+
+def parse_version(text: str | None) -> tuple[int, ...] | None:
+    if not text:
+        return None
+    m = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
+    if not m:
+        return None
+    return tuple(int(g) for g in m.groups() if g is not None)
+
+
+def snapshot_version(snapshot, label: str | None) -> tuple[int, ...] | None:
+    """The torch version of an upstream snapshot: torch/version.py, version.txt, the label."""
+    paths = set(snapshot.paths())
+    for candidate in ("torch/version.py",):
+        if candidate in paths:
+            m = _VERSION_RE.search(snapshot.read(candidate).decode("utf-8", "replace"))
+            if m:
+                return parse_version(m.group(1))
+    read_text = getattr(snapshot, "read_text_file", None)
+    if read_text is not None:
+        text = read_text("version.txt")
+        if text:
+            return parse_version(text)
+    return parse_version(label.split("==", 1)[1]) if label and "==" in label else None
+
+
+# --- the analysis ------------------------------------------------------------------------
+
+
+class _Analysis:
+    def __init__(self, req: ImpactRequest) -> None:
+        from instep.impact import stages
+
+        self.req = req
+        self.mode = req.mode()
+        self.jobs = req.jobs or min(2, os.cpu_count() or 1)
+        root = req.cache_dir if req.use_cache else None
+        self.cache_root = root
+        self.stage_of = lambda path: stages.stage_for(path, req.stage_map or None)
+        self.timings: dict[str, float] = {}
+        self.stats: dict[str, object] = {}
+
+    def _timed(self, name: str, start: float) -> None:
+        self.timings[name] = round(time.perf_counter() - start, 3)
+
+    def _excluded(self, path: str) -> bool:
+        return any(fnmatch(path, pat) for pat in self.req.exclude)
+
+    # upstream ------------------------------------------------------------------------
+
+    def upstream_units(self) -> list[_RawUnit]:
+        from instep.impact import sources
+
+        cache_dir = self.req.cache_dir or Path(".instep-cache")
+        req = self.req
+        if self.mode == "release":
+            self.old = sources.open_snapshot(req.upstream_old, cache_dir)
+            self.new = sources.open_snapshot(req.upstream_new, cache_dir)
+            self.labels = {"old": req.upstream_old, "new": req.upstream_new}
+            files = [
+                f for f in sources.diff_snapshots(self.old, self.new) if not self._excluded(f.path)
+            ]
+            return [_RawUnit(f.path, f.path, "file", [f]) for f in files]
+        if self.mode == "patches":
+            self.old = sources.open_snapshot(req.upstream_old, cache_dir)
+            self.new = sources.PatchedSnapshot(self.old, Path(req.patches))
+            self.labels = {"old": req.upstream_old, "new": f"{req.upstream_old} + {req.patches}"}
+            return [
+                _RawUnit(
+                    p.id,
+                    p.title,
+                    "patch",
+                    [f for f in p.files if not self._excluded(f.path)],
+                    pr=p.pr,
+                )
+                for p in self.new.units
+            ]
+        repo = sources.GitRepo(Path(req.upstream_git))
+        commits = list(sources.iter_commits(repo, req.rev_range))
+        sources.mark_reverts(commits)
+        start, _, end = req.rev_range.partition("..")
+        self.old = sources.GitSnapshot(repo, start.strip(".") or "HEAD")
+        self.new = sources.GitSnapshot(repo, end or "HEAD")
+        self.labels = {"old": start, "new": end or "HEAD", "range": req.rev_range}
+        return [
+            _RawUnit(
+                c.sha[:12],
+                c.subject,
+                "commit",
+                [f for f in c.files if not self._excluded(f.path)],
+                commit=c.sha,
+                pr=c.pr,
+                reverts=c.reverts_sha or (f"#{c.reverts_pr}" if c.reverts_pr else None),
+                reverted_by=c.reverted_by,
+                upstream_tests=list(c.test_files),
+            )
+            for c in commits
+        ]
+
+    def diff_units(self, raw: list[_RawUnit]) -> list[UpstreamChange]:
+        from instep.impact import symbol_diff
+
+        cache = ContentCache(self.cache_root, "symbols") if self.cache_root else None
+        pairs = [(f.path, f.old, f.new) for u in raw for f in u.files]
+        results = symbol_diff.diff_file_batch(pairs, self.stage_of, cache=cache, jobs=self.jobs)
+        # results: path-order list of (new FileIndex | None, [SymbolChange])
+        self.new_indexes: dict[str, object] = {}
+        self.texts: dict[str, tuple[bytes | None, bytes | None]] = {}
+        out: list[UpstreamChange] = []
+        it = iter(results)
+        for u in raw:
+            changes: list[SymbolChange] = []
+            for f in u.files:
+                new_index, file_changes = next(it)
+                if new_index is not None:
+                    self.new_indexes[f.path] = new_index
+                self.texts[f.path] = (f.old, f.new)
+                changes.extend(file_changes)
+            out.append(
+                UpstreamChange(
+                    id=u.id,
+                    title=u.title,
+                    unit_kind=u.unit_kind,
+                    files=[f.path for f in u.files],
+                    changes=changes,
+                    commit=u.commit,
+                    pr=u.pr,
+                    reverted_by=u.reverted_by,
+                    reverts=u.reverts,
+                    upstream_tests=u.upstream_tests,
+                )
+            )
+        if self.mode == "release":
+            out = self._group_release(out)
+        self.stats["symbol_changes"] = sum(len(u.changes) for u in out)
+        return [u for u in out if u.changes]
+
+    def _group_release(self, units: list[UpstreamChange]) -> list[UpstreamChange]:
+        out = []
+        for u in units:
+            if len(u.changes) <= self.req.large_file_changes:
+                u.title = _release_title(u.files[0], u.changes)
+                out.append(u)
+                continue
+            by_class: dict[str, list[SymbolChange]] = defaultdict(list)
+            for c in u.changes:
+                top = (
+                    c.qualname.split(".")[0]
+                    if c.symbol_kind
+                    in (SymbolKind.METHOD, SymbolKind.CLASS_ATTRIBUTE, SymbolKind.CLASS)
+                    else ""
+                )
+                by_class[top].append(c)
+            for cls, changes in sorted(by_class.items()):
+                uid = f"{u.id}::{cls}" if cls else u.id
+                out.append(
+                    UpstreamChange(
+                        uid,
+                        _release_title(uid, changes),
+                        "class" if cls else "file",
+                        files=list(u.files),
+                        changes=changes,
+                    )
+                )
+        return out
+
+    # downstream ----------------------------------------------------------------------
+
+    def downstream_index(self):
+        from instep.impact import coupling_index, sources
+
+        cache_dir = self.req.cache_dir or Path(".instep-cache")
+        snap = sources.open_snapshot(self.req.downstream, cache_dir)
+        self.down_snapshot = snap
+        items = [(p, snap.read(p)) for p in snap.paths() if not self._excluded(p)]
+        cache = ContentCache(self.cache_root, "downstream") if self.cache_root else None
+        index = coupling_index.index_downstream(items, cache=cache, jobs=self.jobs)
+        self.stats["downstream_files"] = len(items)
+        return index
+
+    # join ----------------------------------------------------------------------------
+
+    def resolver(self) -> UpstreamResolver:
+        from instep.impact import symbols
+
+        cache = ContentCache(self.cache_root, "symbols-full") if self.cache_root else None
+        known = self.new_indexes
+
+        def load(path: str):
+            if path in known:
+                return known[path]
+            data = self.new.read(path)
+            key = None
+            if cache is not None:
+                from instep.impact.cache import content_hash
+
+                key = content_hash(data) + ":" + path
+                hit = cache.get(key)
+                if hit is not None:
+                    return hit
+            idx = symbols.index_source(path, data)
+            if cache is not None and key is not None:
+                cache.put(key, idx)
+            return idx
+
+        return UpstreamResolver(self.new.paths(), load)
+
+    def join(self, units: list[UpstreamChange], down) -> dict[int, list[Coupling]]:
+        """Couplings per unit index: every downstream reference matched to the changes."""
+        from instep.impact import forks
+
+        resolver = self.resolver()
+        by_dotted: dict[str, list[tuple[int, SymbolChange]]] = defaultdict(list)
+        by_class: dict[str, list[tuple[int, SymbolChange]]] = defaultdict(list)
+        by_key: dict[str, list[tuple[int, SymbolChange]]] = defaultdict(list)
+        changed_in_module: dict[str, dict[str, list[tuple[int, SymbolChange]]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
+        for i, u in enumerate(units):
+            for c in u.changes:
+                by_dotted[c.dotted].append((i, c))
+                if c.renamed_from:
+                    old_q = c.renamed_from.split("::")[-1]
+                    by_dotted[f"{c.module}.{old_q}"].append((i, c))
+                if c.symbol_kind in (SymbolKind.METHOD, SymbolKind.CLASS_ATTRIBUTE):
+                    by_class[c.dotted.rsplit(".", 1)[0]].append((i, c))
+                for key in _relevant_keys(c):
+                    by_key[key if ":" in key else f"op:{key}"].append((i, c))
+                if c.aspects & BEHAVIOUR:
+                    changed_in_module[c.module][c.qualname].append((i, c))
+
+        out: dict[int, dict[tuple, Coupling]] = defaultdict(dict)
+        new_version = self.new_version
+
+        def add(
+            i: int,
+            change: SymbolChange,
+            ref: Reference,
+            kind: CouplingKind | None = None,
+            chain: list[str] | None = None,
+            detail: str = "",
+            extra: frozenset[str] = frozenset(),
+            per_file: bool = False,
+        ) -> None:
+            k = kind or ref.kind
+            per_file = per_file or k is CouplingKind.INHERITED_PATH
+            line = None if per_file else ref.line  # indirect evidence: one per file is enough
+            key = (k, change.ref, ref.path, line)
+            if key in out[i]:
+                return
+            out[i][key] = decide(
+                change,
+                ref,
+                kind=k,
+                new_version=new_version,
+                chain=chain,
+                detail=detail,
+                extra_facts=extra,
+            )
+
+        refs = list(down.references())
+        self.stats["downstream_references"] = len(refs)
+        overridden: set[tuple[str, str]] = set()  # (downstream class, member it defines)
+        for r in refs:
+            if r.kind is CouplingKind.SUBCLASS_OVERRIDE and r.owner and "." in r.owner:
+                owner_cls, member = r.owner.rsplit(".", 1)
+                overridden.add((owner_cls, member))
+
+        reach_memo: dict[str, dict[str, list[str]]] = {}
+        for r in refs:
+            if r.kind is CouplingKind.REGISTRATION or r.target.startswith(
+                ("op:", "backend:", "device_", "c_shim:")
+            ):
+                for i, c in by_key.get(r.target, ()):
+                    same = _same_registration(c, r)
+                    ref = r if same else dataclasses.replace(r, signature=None, body_hash=None)
+                    add(i, c, ref, CouplingKind.REGISTRATION, detail=r.detail or r.target)
+                continue
+            target = resolver.resolve(r.target)
+            still_there = resolver.defined(target)
+            direct = by_dotted.get(target, []) + (
+                by_dotted.get(r.target, []) if target != r.target else []
+            )
+            for i, c in direct:
+                if still_there and c.kind in (ChangeKind.REMOVED, ChangeKind.RENAMED):
+                    continue  # moved or now inherited: the name the downstream uses still works
+                extra = self._override_facts(c, r, resolver, overridden)
+                add(i, c, r, chain=[c.ref, f"{r.kind} at {r.at}"], extra=extra)
+            cls = resolver.class_of(target)
+            if cls is not None:
+                self._class_couplings(cls, r, resolver, by_class, overridden, add)
+            if r.kind is CouplingKind.IMPORT_USE:
+                self._path_couplings(target, r, resolver, changed_in_module, reach_memo, add)
+
+        # forks: downstream functions that copy a changed upstream function
+        fork_refs = self._fork_refs(units, down, forks)
+        kept = 0
+        for r in fork_refs:
+            for i, c in by_dotted.get(r.target, []):
+                if _weak_fork(r, c):
+                    continue
+                kept += 1
+                add(i, c, r, CouplingKind.FORK, detail=r.detail)
+        self.stats["fork_references"] = kept
+        return {i: list(d.values()) for i, d in out.items()}
+
+    def _override_facts(
+        self, c: SymbolChange, r: Reference, resolver, overridden
+    ) -> frozenset[str]:
+        """``callers_overridden`` when the downstream class overrides every upstream caller."""
+        if r.kind is not CouplingKind.SUBCLASS_OVERRIDE or ChangeKind.SIGNATURE not in c.aspects:
+            return frozenset()
+        if c.symbol_kind is not SymbolKind.METHOD or not r.owner or "." not in r.owner:
+            return frozenset()
+        owner_cls = r.owner.rsplit(".", 1)[0]
+        cls_qual, member = c.qualname.rsplit(".", 1)
+        callers: set[str] = set()
+        for mod, qual in resolver.ancestors(c.module, cls_qual):
+            idx = resolver.index(mod)
+            if idx is None:
+                continue
+            for q, sym in idx.symbols.items():
+                if q.startswith(qual + ".") and f"self.{member}" in sym.calls:
+                    callers.add(q.rsplit(".", 1)[1])
+        if callers and all((owner_cls, name) in overridden for name in callers):
+            return frozenset({"callers_overridden"})
+        return frozenset()
+
+    def _class_couplings(self, cls, r, resolver, by_class, overridden, add) -> None:
+        module, qual = cls
+        owner_cls = r.owner.split(".")[0] if r.owner else None
+        for amod, aqual in resolver.ancestors(module, qual):
+            for i, c in by_class.get(f"{amod}.{aqual}", []):
+                member = c.qualname.rsplit(".", 1)[-1]
+                if r.kind is CouplingKind.SUBCLASS_OVERRIDE and r.detail.startswith("subclass"):
+                    if owner_cls and (owner_cls, member) in overridden:
+                        continue  # the override reference couples directly
+                    if c.kind in (ChangeKind.ADDED, ChangeKind.REMOVED, ChangeKind.RENAMED):
+                        continue  # nothing inherited changed behaviour
+                    add(
+                        i,
+                        c,
+                        r,
+                        CouplingKind.INHERITED_PATH,
+                        chain=[c.ref, f"inherited by {owner_cls or r.owner} at {r.at}"],
+                        detail=f"{owner_cls or 'subclass'} inherits {aqual}.{member}",
+                    )
+                elif r.kind is CouplingKind.IMPORT_USE and _exposed_member(member, c):
+                    add(
+                        i,
+                        c,
+                        r,
+                        CouplingKind.IMPORT_USE,
+                        chain=[c.ref, f"{qual} used at {r.at}"],
+                        detail=f"uses {qual}, whose {member} changed",
+                        per_file=True,
+                    )
+
+    def _path_couplings(self, target, r, resolver, changed_in_module, memo, add) -> None:
+        module, rest = resolver.split(target)
+        if module is None or not rest or module not in changed_in_module:
+            return
+        if target not in memo:
+            idx = resolver.index(module)
+            if idx is None:
+                memo[target] = {}
+            else:
+                methods = memo.setdefault(
+                    f"<methods>{module}", call_paths.methods_by_name(idx.symbols)
+                )
+                targets = set(changed_in_module[module])
+                memo[target] = call_paths.reached(idx.symbols, rest, targets, methods=methods)
+        for qual, chain in memo[target].items():
+            for i, c in changed_in_module[module][qual]:
+                add(
+                    i,
+                    c,
+                    r,
+                    CouplingKind.INHERITED_PATH,
+                    chain=[f"{r.at} uses {rest}", *chain[1:]],
+                    detail=f"via {' -> '.join(chain)}",
+                )
+
+    def _fork_refs(self, units, down, forks) -> list[Reference]:
+        cands = []
+        for u in units:
+            for c in u.changes:
+                if c.symbol_kind not in (SymbolKind.FUNCTION, SymbolKind.METHOD):
+                    continue
+                if not (c.aspects & BEHAVIOUR):
+                    continue
+                old_lines, new_lines = self._lines(c.path)
+                cands.append((c.old or c.new, _slice(old_lines, c.old), _slice(new_lines, c.new)))
+        functions = [f for fi in down.files.values() for f in fi.functions]
+        if not cands or not functions:
+            return []
+        # Fork detection is the costliest join step: cache its result by what it reads.
+        cache = ContentCache(self.cache_root, "forks") if self.cache_root else None
+        key = None
+        if cache is not None:
+            from instep.impact.cache import content_hash
+
+            parts = [
+                f"{s.ref}|{content_hash((o or '').encode())}|{content_hash((n or '').encode())}"
+                for s, o, n in cands
+            ]
+            parts += [f"{f.path}|{f.qualname}|{f.body_hash}" for f in functions]
+            key = content_hash("\n".join(sorted(parts)).encode())
+            hit = cache.get(key)
+            if hit is not None:
+                return hit
+        refs = forks.find_forked_functions(functions, cands)
+        if cache is not None and key is not None:
+            cache.put(key, refs)
+        return refs
+
+    def _lines(self, path: str) -> tuple[list[str] | None, list[str] | None]:
+        """Decoded lines of the old and new version of a changed upstream file (memoised)."""
+        memo = self.__dict__.setdefault("_line_memo", {})
+        if path not in memo:
+            old_b, new_b = self.texts.get(path, (None, None))
+            memo[path] = tuple(
+                b.decode("utf-8", "replace").splitlines() if b is not None else None
+                for b in (old_b, new_b)
+            )
+        return memo[path]
+
+    # report --------------------------------------------------------------------------
+
+    def run(self) -> ImpactReport:
+        t = time.perf_counter()
+        raw = self.upstream_units()
+        self._timed("upstream_sources", t)
+        self.new_version = snapshot_version(self.new, self.labels.get("new"))
+        self.old_version = snapshot_version(self.old, self.labels.get("old"))
+        t = time.perf_counter()
+        units = self.diff_units(raw)
+        self._timed("symbol_diff", t)
+        t = time.perf_counter()
+        down = self.downstream_index()
+        self._timed("downstream_index", t)
+        t = time.perf_counter()
+        couplings = self.join(units, down)
+        self._timed("join", t)
+        impacts: list[Impact] = []
+        for i, u in enumerate(units):
+            impacts.append(
+                judge_unit(
+                    u,
+                    couplings.get(i, []),
+                    lang=self.req.lang,
+                    suggested_tests=self._tests(u, couplings.get(i, [])),
+                )
+            )
+        debt = self._compat_debt(down)
+        return ImpactReport(
+            upstream={
+                "mode": self.mode,
+                **self.labels,
+                "old_version": _v(self.old_version),
+                "new_version": _v(self.new_version),
+            },
+            downstream={
+                "source": self.req.downstream,
+                "files": self.stats.get("downstream_files"),
+                "references": self.stats.get("downstream_references"),
+            },
+            units=impacts,
+            compat_debt=debt,
+            stats={"timings_s": self.timings, **self.stats},
+            generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            lang=self.req.lang,
+        )
+
+    def _tests(self, unit: UpstreamChange, couplings: list[Coupling]) -> list[str]:
+        tests = list(unit.upstream_tests)
+        if couplings:
+            stems = {Path(p).stem for p in unit.files}
+            tests += [
+                p for p in self._upstream_tests() if Path(p).stem.removeprefix("test_") in stems
+            ]
+        return sorted(dict.fromkeys(tests))[:20]
+
+    def _upstream_tests(self) -> list[str]:
+        if not hasattr(self, "_test_paths"):
+            self._test_paths = [p for p in self.new.paths() if p.startswith("test/")]
+        return self._test_paths
+
+    def _compat_debt(self, down) -> list[dict]:
+        from instep.impact import version_gates
+
+        floor = self.req.min_supported or self.old_version
+        if floor is None or self.new_version is None:
+            return []
+        gates = [g for fi in down.files.values() for g in fi.gates]
+        return [
+            {"at": f"{g.path}:{g.line}", "condition": g.condition, "kind": g.kind, "reason": why}
+            for g, why in version_gates.compat_debt(gates, floor, self.new_version)
+        ]
+
+
+def _relevant_keys(c: SymbolChange) -> set[str]:
+    """Registration keys a change is about: a table's added/removed entries, else all."""
+    old = {r.key for r in c.old.registrations} if c.old else set()
+    new = {r.key for r in c.new.registrations} if c.new else set()
+    if c.symbol_kind in (SymbolKind.ASSIGNMENT, SymbolKind.CLASS_ATTRIBUTE):
+        return old ^ new
+    return old | new
+
+
+def _registration_parts(detail: str) -> tuple[str, str | None]:
+    """(registrar, overload) from a downstream registration reference's detail."""
+    registrar = detail.split(" ", 1)[0] if detail else ""
+    m = _OVERLOAD_RE.search(detail or "")
+    return registrar, (m.group(1) if m else None)
+
+
+def _same_registration(c: SymbolChange, r: Reference) -> bool:
+    """Does the downstream registration replace the upstream one (same role and overload)?"""
+    registrar, overload = _registration_parts(r.detail)
+    role = REGISTRATION_ROLES.get(registrar)
+    if role is None:
+        return False
+    key = r.target.removeprefix("op:")
+    for sym in (c.new, c.old):
+        if sym is None:
+            continue
+        for reg in sym.registrations:
+            same_role = REGISTRATION_ROLES.get(reg.registrar) == role
+            if reg.key == key and same_role and reg.overload == overload:
+                return True
+    return False
+
+
+def _weak_fork(r: Reference, c: SymbolChange) -> bool:
+    sim = r.similarity or 0.0
+    if sim >= MIN_FORK_SIMILARITY:
+        return False
+    name = c.qualname.rsplit(".", 1)[-1]
+    own = (r.owner or "").rsplit(".", 1)[-1]
+    return own != name or (name.startswith("__") and name.endswith("__"))
+
+
+def _exposed_member(member: str, c: SymbolChange) -> bool:
+    """Members a user of a class is exposed to: public ones and construction/call dunders."""
+    if c.kind in (ChangeKind.ADDED, ChangeKind.REMOVED, ChangeKind.RENAMED):
+        return False
+    return member in call_paths.CONSTRUCTION or not member.startswith("_")
+
+
+def _v(version: tuple[int, ...] | None) -> str | None:
+    return ".".join(map(str, version)) if version else None
+
+
+def _slice(lines: list[str] | None, sym) -> str | None:
+    if lines is None or sym is None:
+        return None
+    return "\n".join(lines[sym.line - 1 : sym.end_line])
+
+
+def _release_title(uid: str, changes: list[SymbolChange]) -> str:
+    head = ", ".join(f"{c.qualname} ({c.kind})" for c in changes[:4])
+    more = f" +{len(changes) - 4} more" if len(changes) > 4 else ""
+    return f"{uid}: {head}{more}"
+
+
+def analyse(req: ImpactRequest) -> ImpactReport:
+    """Run the whole analysis; warnings about skipped inputs end up in the report."""
+    with _collect_warnings() as warnings:
+        report = _Analysis(req).run()
+    report.warnings.extend(dict.fromkeys(warnings))
+    return report

@@ -1,0 +1,530 @@
+"""Recognise version gates in downstream code and decide which gated code is compat debt.
+
+A downstream that supports several torch versions from one tree keeps its adaptations
+behind *gates*: comparisons with a version constant (``if CURRENT_VERSION >= (2, 14):``,
+``torch.__version__ >= "2.14"``, ``Version(torch.__version__) >= Version("2.14")``,
+``is_torch_version_ge("2.14")``, module constants holding such comparisons), early
+returns (``if CURRENT_VERSION >= (2, 15): return`` gates the rest of the block the other
+way), ``hasattr`` probes, ``try: import ... except ImportError:`` and comment markers
+(``# COMPAT(>= 2.14): upstream pytorch#NNNN ... CAN REMOVE when MIN_SUPPORTED >= (2, 15)``,
+attached to the statement that follows). Each gate becomes a :class:`VersionGate` with
+the line span it guards; the ``else`` branch of a version gate is gated the other way.
+
+Static only: nothing is evaluated; a condition that is not recognisably about the torch
+version is not a gate. This module does not decide whether a coupling is already
+adapted (the verdict rules do, from the gate attached to a reference).
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import re
+from dataclasses import dataclass
+
+from instep.impact.model import VersionGate
+
+Version = tuple[int, ...]
+Range = tuple["Version | None", "Version | None"]  # (min inclusive, max exclusive)
+
+_VERSION_STR = re.compile(r"^\s*v?(\d+(?:\.\d+)*)")
+_HELPER = re.compile(
+    r"version.*_(ge|gte|gt|lt|le|lte|at_least|atleast|less_than|older_than|newer_than|before"
+    r"|after|since|below)$|^(is_)?torch_(ge|gt|lt|le)_?\d*$|^(is_)?torch_version_(ge|gt|lt|le)",
+    re.IGNORECASE,
+)
+_COMPAT = re.compile(r"#\s*COMPAT\s*\(\s*(>=|<=|>|<|==)?\s*([^)]*)\)\s*:?(.*)")
+_PR = re.compile(r"pytorch\s*#\s*(\d+)|pytorch/pull/(\d+)", re.IGNORECASE)
+_CAN_REMOVE = re.compile(
+    r"CAN\s+REMOVE.*?MIN_SUPPORTED\w*\s*>=\s*\(?\s*(\d+)\s*[,.]\s*(\d+)", re.IGNORECASE
+)
+_MAY_GATE = re.compile(r"(?i)version|hasattr|ImportError|COMPAT|torch_(?:ge|gt|lt|le)")
+_PLAIN_VERSION = re.compile(r"\d+(?:\.\d+)+")
+_MIN_SUPPORTED = re.compile(r"^MIN_SUPPORTED\w*$")
+
+
+@dataclass(frozen=True)
+class GateSpan:
+    """A gate and the (inclusive) line span of the code it guards."""
+
+    gate: VersionGate
+    start: int
+    end: int
+
+
+def parse_version(value: object) -> Version | None:
+    """'2.14.1+cpu' / (2, 14) / '2.14' -> (2, 14, 1) / (2, 14) / (2, 14); None otherwise."""
+    if isinstance(value, tuple) and value and all(isinstance(v, int) for v in value):
+        return tuple(value)
+    if isinstance(value, str):
+        m = _VERSION_STR.match(value)
+        if m:
+            return tuple(int(p) for p in m.group(1).split("."))
+    return None
+
+
+def _fmt(v: Version | None) -> str:
+    return ".".join(map(str, v)) if v else "?"
+
+
+def _bump(v: Version) -> Version:
+    return (*v[:-1], v[-1] + 1)
+
+
+def _literal_version(node: ast.AST) -> Version | None:
+    if isinstance(node, ast.Constant):
+        return parse_version(node.value)
+    if isinstance(node, ast.Tuple):
+        vals = []
+        for elt in node.elts:
+            if not (isinstance(elt, ast.Constant) and isinstance(elt.value, int)):
+                return None
+            vals.append(elt.value)
+        return tuple(vals) if vals else None
+    if isinstance(node, ast.Call) and len(node.args) == 1 and _callee(node) in _PARSERS:
+        return _literal_version(node.args[0])
+    return None
+
+
+_PARSERS = {"Version", "parse", "parse_version", "LooseVersion", "StrictVersion", "_parse"}
+
+
+def _callee(call: ast.Call) -> str:
+    f = call.func
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+
+
+def _is_current_version(node: ast.AST) -> bool:
+    """torch.__version__, CURRENT_VERSION, TORCH_VERSION, Version(torch.__version__)..."""
+    if isinstance(node, ast.Call):
+        if _callee(node) in _PARSERS and node.args:
+            return _is_current_version(node.args[0])
+        return False
+    if isinstance(node, ast.Subscript):  # torch.__version__[:3], CURRENT_VERSION[:2]
+        return _is_current_version(node.value)
+    name = (
+        node.attr
+        if isinstance(node, ast.Attribute)
+        else node.id
+        if isinstance(node, ast.Name)
+        else ""
+    )
+    low = name.lower()
+    if "version" not in low or "info" in low or "min_supported" in low:
+        return False  # sys.version_info is Python's; MIN_SUPPORTED is a bound, not current
+    return not _MIN_SUPPORTED.match(name)
+
+
+def _flip(op: ast.cmpop) -> ast.cmpop:
+    return {ast.Gt: ast.Lt(), ast.Lt: ast.Gt(), ast.GtE: ast.LtE(), ast.LtE: ast.GtE()}.get(
+        type(op), op
+    )
+
+
+def _range_of_compare(op: ast.cmpop, v: Version) -> Range | None:
+    if isinstance(op, ast.GtE):
+        return (v, None)
+    if isinstance(op, ast.Gt):
+        return (_bump(v), None)
+    if isinstance(op, ast.Lt):
+        return (None, v)
+    if isinstance(op, ast.LtE):
+        return (None, _bump(v))
+    if isinstance(op, ast.Eq):
+        return (v, _bump(v))
+    return None
+
+
+def _negate(r: Range) -> Range | None:
+    lo, hi = r
+    if lo is not None and hi is None:
+        return (None, lo)
+    if hi is not None and lo is None:
+        return (hi, None)
+    return None
+
+
+def _intersect(a: Range, b: Range) -> Range:
+    lo = max((v for v in (a[0], b[0]) if v is not None), default=None)
+    hi = min((v for v in (a[1], b[1]) if v is not None), default=None)
+    return (lo, hi)
+
+
+class _Conditions:
+    """Evaluates a test expression to a version range, knowing module-level constants."""
+
+    def __init__(self) -> None:
+        self.constants: dict[str, Range] = {}
+
+    def range_of(self, test: ast.AST) -> Range | None:
+        if isinstance(test, ast.Compare) and len(test.ops) == 1:
+            left, op, right = test.left, test.ops[0], test.comparators[0]
+            if _is_current_version(left) and (v := _literal_version(right)) is not None:
+                return _range_of_compare(op, v)
+            if _is_current_version(right) and (v := _literal_version(left)) is not None:
+                return _range_of_compare(_flip(op), v)
+            return None
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            inner = self.range_of(test.operand)
+            return _negate(inner) if inner else None
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            ranges = [self.range_of(v) for v in test.values]
+            known = [r for r in ranges if r is not None]
+            if not known:
+                return None
+            out: Range = (None, None)
+            for r in known:
+                out = _intersect(out, r)
+            return out
+        if isinstance(test, ast.Name):
+            return self.constants.get(test.id)
+        if isinstance(test, ast.Call):
+            return self._helper_call(test)
+        return None
+
+    def _helper_call(self, call: ast.Call) -> Range | None:
+        name = _callee(call)
+        m = _HELPER.search(name)
+        if not m or not call.args:
+            return None
+        v = _literal_version(call.args[-1])
+        if v is None:
+            return None
+        word = next(g for g in m.groups() if g and not g.startswith("is")).lower()
+        if word in {"ge", "gte", "at_least", "atleast", "since"}:
+            return (v, None)
+        if word in {"gt", "newer_than", "after"}:
+            return (_bump(v), None)
+        if word in {"lt", "less_than", "older_than", "before", "below"}:
+            return (None, v)
+        if word in {"le", "lte"}:
+            return (None, _bump(v))
+        return None
+
+
+def _gate(path: str, line: int, condition: str, kind: str, rng: Range | None, **kw) -> VersionGate:
+    lo, hi = rng if rng else (None, None)
+    return VersionGate(path, line, condition, kind, lo, hi, **kw)
+
+
+def _block_end(stmts: list[ast.stmt]) -> int:
+    return max(getattr(stmts[-1], "end_lineno", stmts[-1].lineno) or stmts[-1].lineno, 0)
+
+
+def _is_exit(stmts: list[ast.stmt]) -> bool:
+    return len(stmts) == 1 and isinstance(stmts[0], (ast.Return, ast.Raise, ast.Continue))
+
+
+def _hasattr_probe(test: ast.AST) -> tuple[bool, str] | None:
+    """``hasattr(x, "y")`` or ``not hasattr(...)`` -> (negated, text)."""
+    neg = False
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        neg, test = True, test.operand
+    if (
+        isinstance(test, ast.Call)
+        and isinstance(test.func, ast.Name)
+        and test.func.id == "hasattr"
+        and len(test.args) == 2
+    ):
+        return neg, ""
+    return None
+
+
+def _is_import_error(handler: ast.ExceptHandler) -> bool:
+    names = []
+    t = handler.type
+    for n in t.elts if isinstance(t, ast.Tuple) else [t] if t is not None else []:
+        if isinstance(n, ast.Name):
+            names.append(n.id)
+        elif isinstance(n, ast.Attribute):
+            names.append(n.attr)
+    return bool({"ImportError", "ModuleNotFoundError", "AttributeError"} & set(names)) and any(
+        n in {"ImportError", "ModuleNotFoundError"} for n in names
+    )
+
+
+def _walk_blocks(tree: ast.AST):
+    """Every statement list of the tree (module, def and class bodies, branches)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                yield block
+                stack.extend(block)
+        for h in getattr(node, "handlers", ()) or ():
+            yield h.body
+            stack.extend(h.body)
+        for case in getattr(node, "cases", ()) or ():
+            yield case.body
+            stack.extend(case.body)
+
+
+def gate_spans(tree: ast.Module, path: str, source: str) -> list[GateSpan]:
+    """All gates of a module with the line span each guards (outermost first)."""
+    if not _MAY_GATE.search(source):
+        return []
+    conds = _Conditions()
+    for stmt in tree.body:  # module constants: IS_TORCH_214 = CURRENT_VERSION >= (2, 14)
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            rng = conds.range_of(stmt.value)
+            if rng is not None:
+                for t in targets:
+                    if isinstance(t, ast.Name):
+                        conds.constants[t.id] = rng
+    spans: list[GateSpan] = []
+    stmt_starts: dict[int, ast.stmt] = {}
+    for block in _walk_blocks(tree):
+        for i, stmt in enumerate(block):
+            stmt_starts.setdefault(stmt.lineno, stmt)
+            if isinstance(stmt, ast.If):
+                _if_gates(stmt, block[i + 1 :], conds, path, spans)
+            elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+                _try_gates(stmt, path, spans)
+    if "COMPAT" in source:
+        _comment_gates(source, path, stmt_starts, spans)
+    spans.sort(key=lambda s: (s.start, -s.end))
+    return spans
+
+
+def _if_gates(
+    stmt: ast.If, rest: list[ast.stmt], conds: _Conditions, path: str, spans: list[GateSpan]
+) -> None:
+    rng = conds.range_of(stmt.test)
+    partial = (
+        rng is not None
+        and isinstance(stmt.test, ast.BoolOp)
+        and any(conds.range_of(v) is None for v in stmt.test.values)
+    )  # `flag and torch >= 2.9`: the version is necessary, not sufficient
+    probe = _hasattr_probe(stmt.test) if rng is None else None
+    if rng is None and probe is None:
+        return
+    text = ast.unparse(stmt.test)
+    if len(text) > 200:
+        text = text[:197] + "..."
+    if rng is not None:
+        spans.append(
+            GateSpan(
+                _gate(
+                    path,
+                    stmt.lineno,
+                    text,
+                    "version_compare",
+                    rng,
+                    note="partial" if partial else "",
+                ),
+                stmt.body[0].lineno,
+                _block_end(stmt.body),
+            )
+        )
+        neg = None if partial else _negate(rng)
+        if stmt.orelse and neg is not None:
+            spans.append(
+                GateSpan(
+                    _gate(path, stmt.lineno, f"not ({text})", "version_compare", neg, note="else"),
+                    stmt.orelse[0].lineno,
+                    _block_end(stmt.orelse),
+                )
+            )
+        if _is_exit(stmt.body) and rest and neg is not None:  # early return guard
+            spans.append(
+                GateSpan(
+                    _gate(
+                        path,
+                        stmt.lineno,
+                        f"not ({text})",
+                        "version_compare",
+                        neg,
+                        note="after early exit",
+                    ),
+                    rest[0].lineno,
+                    _block_end(rest),
+                )
+            )
+        return
+    if probe is not None:
+        neg, _ = probe
+        spans.append(
+            GateSpan(
+                _gate(
+                    path, stmt.lineno, text, "hasattr", None, note="absent" if neg else "present"
+                ),
+                stmt.body[0].lineno,
+                _block_end(stmt.body),
+            )
+        )
+        if stmt.orelse:
+            spans.append(
+                GateSpan(
+                    _gate(
+                        path,
+                        stmt.lineno,
+                        f"not ({text})",
+                        "hasattr",
+                        None,
+                        note="present" if neg else "absent",
+                    ),
+                    stmt.orelse[0].lineno,
+                    _block_end(stmt.orelse),
+                )
+            )
+
+
+def _try_gates(stmt: ast.stmt, path: str, spans: list[GateSpan]) -> None:
+    handlers = [h for h in stmt.handlers if _is_import_error(h)]  # type: ignore[attr-defined]
+    body = stmt.body  # type: ignore[attr-defined]
+    if not handlers or not any(isinstance(s, (ast.Import, ast.ImportFrom)) for s in body):
+        return
+    imports = [s for s in body if isinstance(s, (ast.Import, ast.ImportFrom))]
+    text = "try: " + ast.unparse(imports[0])
+    if len(text) > 200:
+        text = text[:197] + "..."
+    spans.append(
+        GateSpan(
+            _gate(path, stmt.lineno, text, "try_import", None, note="import available"),
+            body[0].lineno,
+            _block_end(body),
+        )
+    )
+    for h in handlers:
+        spans.append(
+            GateSpan(
+                _gate(path, h.lineno, text, "try_import", None, note="import failed"),
+                h.body[0].lineno,
+                _block_end(h.body),
+            )
+        )
+
+
+def _comment_gates(
+    source: str, path: str, stmt_starts: dict[int, ast.stmt], spans: list[GateSpan]
+) -> None:
+    lines = source.splitlines()
+    starts = sorted(stmt_starts)
+    i = 0
+    while i < len(lines):
+        m = _COMPAT.search(lines[i])
+        if not m or not lines[i].lstrip().startswith("#"):
+            i += 1
+            continue
+        first = i
+        block = [lines[i].strip()]
+        i += 1
+        while i < len(lines) and lines[i].lstrip().startswith("#"):
+            if _COMPAT.search(lines[i]):
+                break
+            block.append(lines[i].strip())
+            i += 1
+        text = " ".join(b.lstrip("#").strip() for b in block)
+        raw_ver = m.group(2).strip()
+        op = m.group(1) or ">="
+        ver = parse_version(raw_ver) if _PLAIN_VERSION.fullmatch(raw_ver) else None
+        pr = _PR.search(text)
+        rem = _CAN_REMOVE.search(text)
+        lo = hi = None
+        if rem:
+            hi = (int(rem.group(1)), int(rem.group(2)))
+        elif ver and op in {"<", "<="}:
+            hi = ver if op == "<" else _bump(ver)
+        elif ver:
+            lo = ver
+        k = bisect.bisect_left(starts, i + 1)  # first statement at or after the next line
+        if k >= len(starts):
+            continue
+        target = stmt_starts[starts[k]]
+        gate = VersionGate(
+            path,
+            first + 1,
+            block[0][:200],
+            "compat_comment",
+            lo,
+            hi,
+            int(pr.group(1) or pr.group(2)) if pr else None,
+            note=f"COMPAT({op} {m.group(2).strip()})",
+        )
+        spans.append(GateSpan(gate, target.lineno, target.end_lineno or target.lineno))
+
+
+def gates_in(tree: ast.Module, path: str, source: str) -> list[VersionGate]:
+    """The version gates of one module, in source order."""
+    return [s.gate for s in gate_spans(tree, path, source)]
+
+
+class GateLookup:
+    """Innermost gate guarding a line, over a module's spans."""
+
+    def __init__(self, spans: list[GateSpan]) -> None:
+        self.spans = spans
+
+    def at(self, line: int) -> VersionGate | None:
+        best: GateSpan | None = None
+        for s in self.spans:
+            if s.start > line:
+                break
+            if s.end >= line and (best is None or s.end - s.start <= best.end - best.start):
+                best = s
+        return best.gate if best else None
+
+
+def min_supported_in(tree: ast.Module) -> Version | None:
+    """``MIN_SUPPORTED_VERSION = (2, 13)`` at module level -> (2, 13)."""
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            if any(isinstance(t, ast.Name) and _MIN_SUPPORTED.match(t.id) for t in targets):
+                v = _literal_version(stmt.value)
+                if v is not None:
+                    return v
+    return None
+
+
+def compat_debt(
+    gates: list[VersionGate], min_supported: tuple[int, ...], analysed_new: tuple[int, ...]
+) -> list[tuple[VersionGate, str]]:
+    """Gates whose condition no longer varies over the supported range -> removable.
+
+    The supported range is ``[min_supported, analysed_new]``. A gate that only lets code
+    run on torch older than ``min_supported`` guards dead code; a gate that lets code run
+    on every supported version is a check that can go (with its ``else`` branch). Gates
+    without a version (``hasattr``, ``try_import``) are never decided here.
+    """
+    out: list[tuple[VersionGate, str]] = []
+    lo_s, hi_s = tuple(min_supported), tuple(analysed_new)
+    for g in gates:
+        lo, hi = g.min_version, g.max_version
+        if lo is None and hi is None:
+            continue
+        where = f"{g.path}:{g.line}"
+        if hi is not None and lo_s >= hi:
+            if g.kind == "compat_comment":
+                reason = (
+                    f"{where}: CAN REMOVE (needed only before torch {_fmt(hi)}); "
+                    f"minimum supported is {_fmt(lo_s)}"
+                )
+            else:
+                reason = (
+                    f"{where}: `{g.condition}` is always false: it runs only on torch < "
+                    f"{_fmt(hi)} and the minimum supported is {_fmt(lo_s)}; remove the gated code"
+                )
+            out.append((g, reason))
+        elif (
+            lo is not None
+            and hi is None
+            and lo_s >= lo
+            and g.kind != "compat_comment"
+            and g.note != "partial"
+        ):
+            reason = (
+                f"{where}: `{g.condition}` is always true since the minimum supported torch "
+                f"{_fmt(lo_s)} >= {_fmt(lo)}; drop the check and its other branch"
+            )
+            out.append((g, reason))
+        elif lo is not None and hi is not None and (hi_s < lo or lo_s >= hi):
+            reason = (
+                f"{where}: `{g.condition}` never holds for torch {_fmt(lo_s)}..{_fmt(hi_s)}; "
+                "remove the gated code"
+            )
+            out.append((g, reason))
+    return out

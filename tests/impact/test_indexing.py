@@ -1,0 +1,108 @@
+"""Indexing and diffing many files: worker processes, the content cache, batch results."""
+
+from __future__ import annotations
+
+from instep.impact.indexing import diff_versions, index_many, symbol_cache
+from instep.impact.model import ChangeKind, Stage
+from instep.impact.symbol_diff import diff_file_batch, diff_files
+from instep.impact.symbols import index_source
+
+
+def _module(i: int, extra: str = "") -> bytes:
+    return (
+        f"import torch\n\nLIMIT_{i} = {i}\n\n\n"
+        f"def op_{i}(x, y):\n    z = x + y * {i}\n    return torch.relu(z)\n\n\n"
+        f"class Kernel{i}:\n    def run(self, x):\n        return op_{i}(x, x)\n{extra}"
+    ).encode()
+
+
+def _files(n: int) -> list[tuple[str, bytes]]:
+    return [(f"torch/_inductor/m{i}.py", _module(i)) for i in range(n)]
+
+
+def test_index_many_in_two_processes_equals_inline_and_caches(tmp_path):
+    items = [*_files(6), ("torch/bad.py", b'print "py2"\n')]
+    inline = index_many(items, jobs=1)
+    cache = symbol_cache(tmp_path)
+    pooled = index_many(items, cache=cache, jobs=2)
+    assert list(pooled) == [p for p, _ in items]
+    for path in inline:
+        assert pooled[path].symbols == inline[path].symbols
+        assert pooled[path].error == inline[path].error
+    assert "Kernel3.run" in pooled["torch/_inductor/m3.py"].symbols
+    assert pooled["torch/bad.py"].error and not pooled["torch/bad.py"].symbols
+    assert cache.misses == len(items) and cache.hits == 0
+    again = index_many(items, cache=cache, jobs=2)
+    assert cache.hits == len(items)
+    assert again["torch/_inductor/m5.py"].symbols == inline["torch/_inductor/m5.py"].symbols
+
+
+def test_cache_key_includes_the_path(tmp_path):
+    cache = symbol_cache(tmp_path)
+    data = b"def f():\n    return 1\n"
+    out = index_many([("a/x.py", data), ("b/y.py", data)], cache=cache, jobs=1)
+    assert out["a/x.py"].symbols["f"].path == "a/x.py"
+    assert out["b/y.py"].symbols["f"].path == "b/y.py"
+
+
+def _release(n: int) -> list[tuple[str, bytes | None, bytes | None]]:
+    pairs: list[tuple[str, bytes | None, bytes | None]] = []
+    for i in range(n):
+        old = _module(i)
+        new = old.replace(b"y * ", b"y - ") if i % 2 else old
+        pairs.append((f"torch/_inductor/m{i}.py", old, new))
+    mover = b"def shared_helper(a, b):\n    c = a * b\n    d = c + a\n    return d - b\n"
+    pairs.append(("torch/_inductor/old_home.py", b"X = 1\n" + mover, b"X = 1\n"))
+    pairs.append(("torch/_inductor/new_home.py", None, mover))
+    pairs.append(("torch/_inductor/broken.py", b"Y = 1\n", b"Y = (\n"))
+    return pairs
+
+
+def test_diff_versions_parallel_cached_and_warm(tmp_path):
+    pairs = _release(8)
+    plain = diff_versions(pairs, jobs=1)
+    cache = symbol_cache(tmp_path)
+    cold = diff_versions(pairs, cache=cache, jobs=2)
+    warm_cache = symbol_cache(tmp_path)
+    warm = diff_versions(pairs, cache=warm_cache, jobs=2)
+    assert plain.changes == cold.changes == warm.changes
+    assert warm_cache.misses == 0 and warm_cache.hits == 7  # one small read per changed file
+    kinds = {(c.path, c.qualname): c for c in cold.changes}
+    assert kinds[("torch/_inductor/m1.py", "op_1")].kind is ChangeKind.BODY
+    assert ("torch/_inductor/m2.py", "op_2") not in kinds  # identical pair skipped
+    moved = kinds[("torch/_inductor/new_home.py", "shared_helper")]
+    assert moved.kind is ChangeKind.RENAMED
+    assert moved.renamed_from == "torch/_inductor/old_home.py::shared_helper"
+    assert all(c.stage is Stage.INDUCTOR for c in cold.changes)
+    # indexes on demand, from the cache or kept in memory
+    new_m1 = warm.index("torch/_inductor/m1.py", "new")
+    assert new_m1 is not None and "Kernel1.run" in new_m1.symbols
+    assert warm.index("torch/_inductor/new_home.py", "old") is None
+    assert plain.index("torch/_inductor/m1.py", "old").symbols["op_1"].path.endswith("m1.py")
+    assert set(warm.errors) == {"torch/_inductor/broken.py"}
+    assert "not valid Python 3" in warm.errors["torch/_inductor/broken.py"]
+
+
+def test_diff_versions_matches_per_file_full_diffs():
+    pairs = _release(5)[:5]
+    batch = diff_versions(pairs, stage_of=lambda p: Stage.OTHER, jobs=2)
+    expected = []
+    for path, old, new in pairs:
+        if old != new:
+            expected += diff_files(
+                path, index_source(path, old), index_source(path, new), Stage.OTHER
+            )
+    assert batch.changes == sorted(expected, key=lambda c: (c.path, c.new.line, c.qualname))
+
+
+def test_diff_file_batch_shape(tmp_path):
+    pairs = _release(4)
+    out = diff_file_batch(pairs, lambda p: Stage.INDUCTOR, cache=symbol_cache(tmp_path), jobs=2)
+    assert len(out) == len(pairs)
+    by_path = dict(zip([p for p, _, _ in pairs], out, strict=True))
+    index, changes = by_path["torch/_inductor/m1.py"]
+    assert index is not None and "op_1" in index.symbols
+    assert [c.qualname for c in changes] == ["op_1"]
+    assert by_path["torch/_inductor/m0.py"] == (None, [])  # identical: nothing to say
+    assert by_path["torch/_inductor/old_home.py"][1] == []  # the move is the new file's
+    assert [c.kind for c in by_path["torch/_inductor/new_home.py"][1]] == [ChangeKind.RENAMED]

@@ -1,0 +1,317 @@
+"""The symbol diff on small upstream file pairs (every change kind) and on real torch files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from instep.impact.model import ChangeKind, Stage, SymbolKind
+from instep.impact.symbol_diff import diff_files, diff_many, diff_sources
+from instep.impact.symbols import index_source
+
+RW = Path("/work/rw")
+OLD_WHEEL = RW / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64"
+NEW_WHEEL = RW / "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64"
+
+OLD = b'''"""Module docstring."""
+import torch
+
+aten = torch.ops.aten
+unique_kernel_names = False
+FALLBACK_LIST = [aten.uniform, aten.randint]
+
+
+@register_lowering(aten.expand, type_promotion_kind=None)
+def expand(x, sizes):
+    return ExpandView.create(x, tuple(sizes))
+
+
+@register_lowering(aten.permute)
+def permute(x, dims):
+    return PermuteView.create(x, dims)
+
+
+def pad(x, value=0):
+    return Pad(x, value)
+
+
+def squeeze(x, dim=None):
+    """Squeeze."""
+    if dim is None:
+        return x
+    return View.create(x, dim)
+
+
+def _old_helper(a, b):
+    total = a + b
+    total = total * 2
+    return total
+
+
+def going_away():
+    return 1
+
+
+def formatted(a, b):
+    return call(a,
+                b)  # comment
+
+
+class Kernel(Base):
+    def load(self, name, index):
+        return self.cse.generate(name, index)
+
+    def store(self, name):
+        return None
+
+
+class Renamed(Base):
+    def one(self):
+        return 1
+
+    def two(self):
+        return 2
+
+
+make_fallback(aten.cumsum)
+'''
+
+NEW = b'''"""Module docstring, reworded."""
+import torch
+
+aten = torch.ops.aten
+unique_kernel_names = True
+FALLBACK_LIST = [aten.uniform, aten.randint, aten.normal]
+
+
+@register_lowering(aten.expand, type_promotion_kind=None)
+def expand(x, sizes, *, implicit=False):
+    return ExpandView.create(x, tuple(sizes), implicit)
+
+
+@register_lowering([aten.permute, aten.permute_copy])
+def permute(x, dims):
+    return PermuteView.create(x, dims)
+
+
+def pad(x, value=1):
+    return Pad(x, value)
+
+
+def squeeze(x, dim=None):
+    """Squeeze a tensor (docstring only changed)."""
+    if dim is None:
+        return x
+    return View.create(x, dim)
+
+
+def _new_helper(a, b):
+    total = a + b
+    total = total * 2
+    return total
+
+
+def formatted(a, b):
+    # a new comment
+    return call(a, b)
+
+
+def brand_new():
+    return 2
+
+
+class Kernel(Base, Mixin):
+    def load(self, name, index, mode=None):
+        return self.cse.generate(name, index, mode)
+
+    def store(self, name):
+        return name
+
+
+class NewName(Base):
+    def one(self):
+        return 1
+
+    def two(self):
+        return 2
+
+
+make_fallback(aten.cumsum)
+'''
+
+PATH = "torch/_inductor/lowering.py"
+
+
+@pytest.fixture(scope="module")
+def changes():
+    out = diff_files(PATH, index_source(PATH, OLD), index_source(PATH, NEW), Stage.INDUCTOR)
+    return {c.qualname: c for c in out}
+
+
+def test_signature_change_with_body(changes):
+    c = changes["expand"]
+    assert c.kind is ChangeKind.SIGNATURE and c.also == (ChangeKind.BODY,)
+    assert "(x, sizes) -> (x, sizes, *, implicit=False)" in c.detail
+    assert c.stage is Stage.INDUCTOR and c.symbol_kind is SymbolKind.FUNCTION
+    assert c.old.line == 10 and c.new.line == 10
+    assert c.ref == "torch/_inductor/lowering.py::expand"
+
+
+def test_default_value_only_is_value(changes):
+    c = changes["pad"]
+    assert c.kind is ChangeKind.VALUE and c.also == ()
+    assert "(x, value=0) -> (x, value=1)" in c.detail
+
+
+def test_decorator_registration_change(changes):
+    c = changes["permute"]
+    assert c.kind is ChangeKind.DECORATOR and c.also == ()
+    assert "+register_lowering(aten.permute_copy)" in c.detail
+    assert c.registration_keys == {"aten.permute", "aten.permute_copy"}
+
+
+def test_config_value_and_registry_list(changes):
+    c = changes["unique_kernel_names"]
+    assert c.kind is ChangeKind.VALUE and "False -> True" in c.detail
+    reg = changes["FALLBACK_LIST"]
+    assert reg.kind is ChangeKind.DECORATOR and reg.also == (ChangeKind.VALUE,)
+    assert "+table:FALLBACK_LIST(aten.normal)" in reg.detail
+
+
+def test_docstring_comment_and_formatting_changes_are_not_changes(changes):
+    assert "squeeze" not in changes
+    assert "formatted" not in changes
+    assert "make_fallback(aten.cumsum)" not in changes
+    assert "Renamed.one" not in changes and "NewName.one" in changes
+
+
+def test_added_removed_renamed(changes):
+    assert changes["brand_new"].kind is ChangeKind.ADDED
+    assert changes["going_away"].kind is ChangeKind.REMOVED
+    gone = changes["going_away"]
+    assert gone.new is None
+    assert gone.old.line == OLD.decode().splitlines().index("def going_away():") + 1
+    r = changes["_new_helper"]
+    assert r.kind is ChangeKind.RENAMED and r.renamed_from == "_old_helper"
+    assert "_old_helper" not in changes
+    cls = changes["NewName"]
+    assert cls.kind is ChangeKind.RENAMED and cls.renamed_from == "Renamed"
+    assert changes["NewName.two"].renamed_from == "Renamed.two"
+
+
+def test_class_members_and_bases(changes):
+    k = changes["Kernel"]
+    assert k.kind is ChangeKind.SIGNATURE and "bases: (Base) -> (Base, Mixin)" in k.detail
+    load = changes["Kernel.load"]
+    assert load.kind is ChangeKind.SIGNATURE and load.symbol_kind is SymbolKind.METHOD
+    assert changes["Kernel.store"].kind is ChangeKind.BODY
+    as_dict = load.as_dict()
+    assert as_dict["symbol"] == "torch/_inductor/lowering.py::Kernel.load"
+    assert as_dict["change"] == "signature" and as_dict["also"] == ["body"]
+
+
+def test_a_class_does_not_change_for_its_members():
+    old = b"class A:\n    def m(self):\n        return 1\n"
+    new = b"class A:\n    def m(self):\n        return 2\n"
+    out = diff_files("a.py", index_source("a.py", old), index_source("a.py", new), Stage.OTHER)
+    assert [(c.qualname, c.kind) for c in out] == [("A.m", ChangeKind.BODY)]
+
+
+def test_added_and_removed_files():
+    idx = index_source("a.py", b"def f():\n    return 1\n")
+    assert [c.kind for c in diff_files("a.py", None, idx, Stage.OTHER)] == [ChangeKind.ADDED]
+    assert [c.kind for c in diff_files("a.py", idx, None, Stage.OTHER)] == [ChangeKind.REMOVED]
+
+
+def test_unreadable_side_gives_no_changes():
+    good = index_source("a.py", b"def f():\n    return 1\n")
+    bad = index_source("a.py", b'print "x"\n')
+    assert diff_files("a.py", good, bad, Stage.OTHER) == []
+    assert diff_files("a.py", bad, good, Stage.OTHER) == []
+
+
+def test_moved_across_files_is_renamed():
+    body = (
+        b"def build(graph, nodes):\n"
+        b"    out = []\n"
+        b"    for n in nodes:\n"
+        b"        out.append(n)\n"
+        b"    return out\n"
+    )
+    a_old = index_source("torch/fx/a.py", body + b"X = 1\n")
+    a_new = index_source("torch/fx/a.py", b"from torch.fx.b import build\nX = 1\n")
+    b_new = index_source("torch/fx/b.py", body)
+    out = diff_many(
+        [("torch/fx/a.py", a_old, a_new), ("torch/fx/b.py", None, b_new)],
+        lambda p: Stage.FX,
+    )
+    assert len(out) == 1
+    c = out[0]
+    assert c.kind is ChangeKind.RENAMED and c.path == "torch/fx/b.py"
+    assert c.renamed_from == "torch/fx/a.py::build"
+    assert "moved from torch/fx/a.py::build" in c.detail
+    assert "still importable from torch.fx.a" in c.detail
+
+
+def test_trivial_bodies_are_not_matched_as_renames():
+    old = index_source("a.py", b"def f():\n    pass\n")
+    new = index_source("a.py", b"def g():\n    pass\n")
+    kinds = {c.qualname: c.kind for c in diff_files("a.py", old, new, Stage.OTHER)}
+    assert kinds == {"f": ChangeKind.REMOVED, "g": ChangeKind.ADDED}
+
+
+def test_diff_sources_equals_full_diff():
+    fast = diff_sources(PATH, OLD, NEW, Stage.INDUCTOR)
+    full = diff_files(PATH, index_source(PATH, OLD), index_source(PATH, NEW), Stage.INDUCTOR)
+    assert fast.changes == full and fast.old_reused
+    assert fast.new.symbols == index_source(PATH, NEW).symbols
+    added = diff_sources(PATH, None, NEW, Stage.INDUCTOR)
+    assert added.old is None and all(c.kind is ChangeKind.ADDED for c in added.changes)
+    broken = diff_sources(PATH, OLD, b"\xff\xfe\x00", Stage.INDUCTOR)
+    assert broken.new.error and broken.changes == []
+
+
+@pytest.mark.realworld
+@pytest.mark.skipif(not NEW_WHEEL.is_dir(), reason="needs the torch wheels under /work/rw")
+def test_real_lowering_expand_gained_implicit():
+    rel = "torch/_inductor/lowering.py"
+    old, new = (OLD_WHEEL / rel).read_bytes(), (NEW_WHEEL / rel).read_bytes()
+    result = diff_sources(rel, old, new, Stage.INDUCTOR)
+    by_name = {c.qualname: c for c in result.changes}
+    expand = by_name["expand"]
+    assert expand.kind is ChangeKind.SIGNATURE and "implicit" in expand.detail
+    assert ChangeKind.BODY in expand.also
+    assert "aten.expand" in expand.registration_keys
+    assert by_name["with_effects"].kind is ChangeKind.BODY  # seed 001 row 71
+    full = diff_files(rel, index_source(rel, old), index_source(rel, new), Stage.INDUCTOR)
+    assert result.changes == full
+
+
+@pytest.mark.realworld
+@pytest.mark.skipif(not NEW_WHEEL.is_dir(), reason="needs the torch wheels under /work/rw")
+def test_real_golden_symbols_are_reported():
+    expected = {
+        "torch/_subclasses/fake_tensor.py": {"SymNumberMemoDescriptor.__set__": "body"},
+        "torch/fx/experimental/proxy_tensor.py": {
+            "_sympy_handlers": "body",
+            "make_fx": "signature",
+        },
+        "torch/_dynamo/variables/lists.py": {"BaseListVariable.sq_contains": "removed"},
+        "torch/_inductor/codegen/simd.py": {"IterationRangesEntry.precomputed_args": "body"},
+    }
+    for rel, want in expected.items():
+        result = diff_sources(
+            rel, (OLD_WHEEL / rel).read_bytes(), (NEW_WHEEL / rel).read_bytes(), Stage.OTHER
+        )
+        got = {c.qualname: c for c in result.changes}
+        for qual, kind in want.items():
+            assert qual in got, (rel, qual)
+            assert kind in {str(k) for k in got[qual].aspects}, (rel, qual, got[qual])
+    # seed 001 row 7 also names _build_proxy_for_sym_expr, whose only 2.14 edit is a
+    # docstring typo: docstrings are not changes
+    rel = "torch/fx/experimental/proxy_tensor.py"
+    result = diff_sources(
+        rel, (OLD_WHEEL / rel).read_bytes(), (NEW_WHEEL / rel).read_bytes(), Stage.OTHER
+    )
+    assert "_build_proxy_for_sym_expr" not in {c.qualname for c in result.changes}
