@@ -69,9 +69,9 @@ def _setup_logging(level: int) -> None:
 
 def _register_commands() -> None:
     # Each module adds its commands to `cli`; --help lists them alphabetically.
-    from instep.cli import impact_cmd, profile_cmd
+    from instep.cli import doctor_cmd, impact_cmd, profile_cmd
 
-    for module in (impact_cmd, profile_cmd):
+    for module in (doctor_cmd, impact_cmd, profile_cmd):
         module.register(cli)
 
 
