@@ -69,9 +69,17 @@ def _setup_logging(level: int) -> None:
 
 def _register_commands() -> None:
     # Each module adds its commands to `cli`; --help lists them alphabetically.
-    from instep.cli import doctor_cmd, impact_cmd, profile_cmd
+    from instep.cli import (
+        doctor_cmd,
+        impact_cmd,
+        merge_cmd,
+        profile_cmd,
+        run_cmd,
+        runs_cmd,
+        show_cmd,
+    )
 
-    for module in (doctor_cmd, impact_cmd, profile_cmd):
+    for module in (doctor_cmd, impact_cmd, profile_cmd, run_cmd, show_cmd, runs_cmd, merge_cmd):
         module.register(cli)
 
 

@@ -1,0 +1,199 @@
+"""``instep run``: run test cases isolated in worker processes and store every outcome.
+
+Parses options, resolves the tier, profile and store from the configuration, and calls
+:func:`instep.run.runner.execute_run` (or :func:`collect_cases`). Also holds the ``--db``
+option shared by ``show``, ``runs`` and ``merge``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from instep.cli.context import AppContext
+from instep.errors import BadInput, MissingInput
+
+DB_HELP = "Result store: a SQLite path or a postgresql:// URL (default: the config's 'db')."
+
+
+def db_option(func):  # type: ignore[no-untyped-def]
+    return click.option("--db", "db", metavar="PATH|URL", help=DB_HELP)(func)
+
+
+def store_target(app: AppContext, db: str | None) -> str:
+    if db:
+        return db
+    value = app.config.db
+    return value if "://" in value else str(app.config.resolve(value))
+
+
+def open_store(app: AppContext, db: str | None, must_exist: bool = False):  # type: ignore[no-untyped-def]
+    from instep.store import Store
+
+    target = store_target(app, db)
+    if must_exist and "://" not in target and not Path(target).exists():
+        raise MissingInput(f"store {target} does not exist (run 'instep run' first, or pass --db)")
+    return Store(target)
+
+
+def _split_list(value: str | None) -> list[str]:
+    return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+
+@click.command("run")
+@click.argument("paths", nargs=-1)
+@click.option(
+    "--profile", "profile_name", metavar="NAME", help="Backend profile (default: config)."
+)
+@click.option("--tier", metavar="NAME", help="A tier from the config: its paths, -k, timeout.")
+@click.option(
+    "--workers", "-n", type=click.IntRange(min=1), help="Worker processes [devices or 1]."
+)
+@click.option("--devices", metavar="0,1", help="Device ids, one per worker, round robin.")
+@click.option(
+    "--isolate",
+    type=click.Choice(["case", "worker"]),
+    help="A fresh process per case, or one reused until a case fails [profile's default].",
+)
+@click.option(
+    "--timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds per case [600]."
+)
+@click.option("-k", "k", metavar="EXPR", help="Only cases matching this pytest -k expression.")
+@click.option(
+    "--reruns",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Re-run failing cases up to N times; every attempt is kept.",
+)
+@click.option("--shard", metavar="K/N", help="Run shard K of N (balanced by stored durations).")
+@click.option("--run", "run_name", metavar="NAME", help="Name of the run [generated].")
+@click.option("--resume", metavar="RUN", help="Run only what has no final outcome in RUN.")
+@db_option
+@click.option("--collect-only", is_flag=True, help="List the cases and exit.")
+@click.option(
+    "--junit-xml", type=click.Path(path_type=Path, dir_okay=False), help="Write JUnit XML."
+)
+@click.option(
+    "--preimport",
+    metavar="MODS",
+    help="Modules the fork server imports first [torch + backend]; 'none' for none.",
+)
+@click.option(
+    "--memory-limit",
+    "memory_limit",
+    type=click.IntRange(min=1),
+    metavar="MB",
+    help="Address-space limit per case process (RLIMIT_AS).",
+)
+@click.option(
+    "--pytest-arg",
+    "pytest_args",
+    multiple=True,
+    metavar="ARG",
+    help="Extra argument for pytest (repeatable), e.g. --pytest-arg=-p=no:warnings.",
+)
+@click.pass_obj
+def run_command(
+    app: AppContext,
+    paths: tuple[str, ...],
+    profile_name: str | None,
+    tier: str | None,
+    workers: int | None,
+    devices: str | None,
+    isolate: str | None,
+    timeout: float | None,
+    k: str | None,
+    reruns: int,
+    shard: str | None,
+    run_name: str | None,
+    resume: str | None,
+    db: str | None,
+    collect_only: bool,
+    junit_xml: Path | None,
+    preimport: str | None,
+    memory_limit: int | None,
+    pytest_args: tuple[str, ...],
+) -> int:
+    """Run PATHS (files, directories, node ids) with every case isolated, storing outcomes.
+
+    Exit codes follow pytest: 0 all passed, 1 failures (or cases left unrun), 5 nothing
+    collected, 2 bad usage, 130 interrupted.
+    """
+    from instep.run.runner import RunOptions, collect_cases, execute_run
+    from instep.run.sharding import parse_shard
+
+    config = app.config
+    tier_cfg = None
+    if tier:
+        if tier not in config.tiers:
+            known = ", ".join(sorted(config.tiers)) or "none"
+            raise BadInput(f"--tier {tier}: not in the config (tiers: {known})")
+        tier_cfg = config.tiers[tier]
+    all_paths = list(paths)
+    if tier_cfg is not None:
+        all_paths += [_resolve_tier_path(app, p) for p in tier_cfg.paths]
+        k = k or tier_cfg.k
+        timeout = timeout or tier_cfg.timeout
+        isolate = isolate or tier_cfg.isolate
+    profile = app.profile(profile_name)
+    device_list = _split_list(devices)
+    opts = RunOptions(
+        paths=all_paths,
+        k=k,
+        workers=workers or max(1, len(device_list)),
+        devices=device_list,
+        isolate=isolate,
+        timeout=timeout or 600.0,
+        reruns=reruns,
+        shard=parse_shard(shard) if shard else None,
+        name=run_name,
+        tier=tier,
+        preimport=None
+        if preimport is None
+        else [m for m in _split_list(preimport) if m.lower() != "none"],
+        memory_limit_mb=memory_limit,
+        pytest_args=list(pytest_args),
+        inductor_cache_dir=config.cache_path() / "inductor",
+        argv=["instep", *sys.argv[1:]],
+    )
+    if collect_only:
+        collection = collect_cases(profile, opts)
+        for case in collection.cases:
+            click.echo(case.nodeid)
+        err = Console(stderr=True)
+        for error in collection.errors:
+            err.print(f"ERROR collecting {error['nodeid']}", style="red", highlight=False)
+        err.print(f"{len(collection.cases)} cases, {len(collection.errors)} collection errors")
+        if collection.errors:
+            return 1
+        return 0 if collection.cases else 5
+    if resume and (paths or tier or run_name):
+        raise BadInput("--resume RUN reuses the run's paths and name: give no PATHS/--tier/--run")
+    from instep.run.progress import ProgressReporter
+
+    target = store_target(app, db)
+    result = execute_run(target, profile, opts, ProgressReporter(), resume=resume)
+    if junit_xml is not None:
+        from instep.run.junit_xml import write_junit_xml
+        from instep.store import Store, outcome_dict
+
+        store = Store(target)
+        try:
+            outcomes = [outcome_dict(o) for o in store.outcomes(result.run.id)]
+        finally:
+            store.close()
+        write_junit_xml(junit_xml, result.run.name, outcomes)
+    return result.exit_code
+
+
+def _resolve_tier_path(app: AppContext, entry: str) -> str:
+    path, sep, rest = entry.partition("::")
+    return str(app.config.resolve(path)) + sep + rest
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(run_command)

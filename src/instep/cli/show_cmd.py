@@ -1,0 +1,90 @@
+"""``instep show RUN``: a run's outcomes as a table or as JSON (for scripts and triage)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from instep.cli.context import AppContext
+from instep.cli.run_cmd import db_option, open_store
+
+
+@click.command("show")
+@click.argument("run_ref", metavar="RUN", default="latest")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="Output format.",
+)
+@click.option(
+    "--status",
+    "statuses",
+    multiple=True,
+    metavar="STATUS",
+    help="Only outcomes with this status (repeatable).",
+)
+@click.option("--all-attempts", is_flag=True, help="Every attempt, not only the final one.")
+@db_option
+@click.pass_obj
+def show_command(
+    app: AppContext,
+    run_ref: str,
+    fmt: str,
+    statuses: tuple[str, ...],
+    all_attempts: bool,
+    db: str | None,
+) -> None:
+    """Show the outcomes of RUN (a name, an id, or 'latest')."""
+    from instep.store import outcome_dict, run_dict
+
+    store = open_store(app, db, must_exist=True)
+    try:
+        run = store.get_run(run_ref)
+        outcomes = [outcome_dict(o) for o in store.outcomes(run.id, final_only=not all_attempts)]
+        counts = store.status_counts(run.id)
+        planned = store.planned_count(run.id)
+    finally:
+        store.close()
+    if statuses:
+        outcomes = [o for o in outcomes if o["status"] in statuses]
+    if fmt == "json":
+        data = {"run": run_dict(run, counts, planned), "outcomes": outcomes}
+        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        return
+    console = _console()
+    console.print(
+        f"run [bold]{run.name}[/bold] ({run.status}, profile {run.profile}) "
+        + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())),
+        highlight=False,
+    )
+    table = Table("case", "status", "duration", "layer", "category", "stage", "message")
+    for o in outcomes:
+        message = (o["message"] or o["skip_reason"] or "").strip().splitlines()
+        status = o["status"] + (f" #{o['attempt']}" if all_attempts else "")
+        status += " (flaky)" if o["flaky"] else ""
+        table.add_row(
+            o["case"],
+            status,
+            f"{o['duration']:.2f}s" if o["duration"] is not None else "-",
+            o["layer"] or "-",
+            o["category"] or "-",
+            o["stage"] or "-",
+            message[0][:120] if message else "",
+        )
+    console.print(table)
+
+
+def _console() -> Console:
+    # Piped output is not wrapped at 80 columns: node ids are long and scripts grep them.
+    return Console() if sys.stdout.isatty() else Console(width=220)
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(show_command)

@@ -1,0 +1,14 @@
+"""What the runner and its worker hosts agree on: the pipe variable and status names.
+
+Kept apart so the runner can use them without importing pytest (the hosts do that).
+Messages are pickled dicts over ``multiprocessing.connection.Connection`` pipes:
+runner -> host ``run`` (cases) and ``stop``; host -> runner ``ready``, ``collected``,
+``start``, ``outcome``, ``done``, ``fatal``, ``collect_failed``.
+"""
+
+from __future__ import annotations
+
+#: Environment variable holding the host's two pipe fds: ``"IN,OUT"``.
+ENV_FDS = "INSTEP_HOST_FDS"
+#: Statuses that fail a run, retire an ``--isolate worker`` process and trigger reruns.
+FAILING = ("failed", "error", "crashed", "timeout")

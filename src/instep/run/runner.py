@@ -1,0 +1,470 @@
+"""``instep run`` as a library call: collect, plan, execute in isolated workers, store.
+
+:func:`execute_run` creates (or resumes) a run in a :class:`~instep.store.Store`, has the
+worker hosts collect the paths, keeps the planned cases (``--shard`` applied), runs what
+has no final outcome yet, and commits each outcome as it arrives. ``--reruns N`` keeps
+every attempt; the last is ``final`` and a pass after a failure is marked ``flaky``. A
+collection error or a conftest that raises is an outcome of layer ``env``, not a crash of
+the run. :func:`collect_cases` is ``--collect-only``. Rendering is the reporter's job.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from instep.errors import BadInput, InstepError, MissingDependency
+from instep.profiles import Profile
+from instep.run.exception_chain import module_from_path
+from instep.run.host_protocol import FAILING
+from instep.run.sharding import select_shard
+from instep.run.version_matrix import read_version_matrix
+from instep.run.worker_pool import HostConfig, PoolEvent, WorkerPool, WorkItem, check_python_module
+
+if TYPE_CHECKING:  # the store (SQLAlchemy) is imported once the worker hosts are starting
+    from instep.store import Run, Store
+
+log = logging.getLogger(__name__)
+
+#: pytest's exit codes, which ``instep run`` follows.
+EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NO_TESTS = 0, 1, 130, 5
+
+
+@dataclass
+class RunOptions:
+    paths: list[str] = field(default_factory=list)
+    k: str | None = None
+    workers: int = 1
+    devices: list[str] = field(default_factory=list)
+    isolate: str | None = None  # None: the profile's default_isolation
+    timeout: float = 600.0
+    reruns: int = 0
+    shard: tuple[int, int] | None = None
+    name: str | None = None
+    tier: str | None = None
+    preimport: list[str] | None = None  # None: torch and the profile's backend package
+    memory_limit_mb: int | None = None
+    pytest_args: list[str] = field(default_factory=list)
+    inductor_cache_dir: Path | None = None
+    argv: list[str] = field(default_factory=list)
+    cwd: Path | None = None
+
+
+@dataclass
+class CollectedCase:
+    nodeid: str
+    file: str
+    timeout: float | None = None
+
+
+@dataclass
+class Collection:
+    cases: list[CollectedCase]
+    errors: list[dict[str, Any]]
+
+
+@dataclass
+class RunResult:
+    run: Run
+    counts: Counter[str]
+    planned: int
+    exit_code: int
+    wall_s: float
+    status: str
+
+
+class RunReporter:
+    """What ``execute_run`` tells its caller as it goes; the default says nothing."""
+
+    def run_started(self, run: Run, resumed: bool) -> None: ...
+
+    def plan_ready(self, total: int, already_done: int) -> None: ...
+
+    def case_started(self, nodeid: str, worker: int) -> None: ...
+
+    def outcome(self, nodeid: str, status: str, final: bool, data: dict[str, Any]) -> None: ...
+
+    def tick(self) -> None: ...
+
+    def run_finished(self, result: RunResult) -> None: ...
+
+
+def default_preimport(profile: Profile) -> list[str]:
+    """torch and the backend package; Dynamo/Inductor are warmed after collection when the
+    suite imports them (see ``worker_host.WARM_AFTER_DYNAMO``), or name them here."""
+    backend = [profile.backend_package] if profile.backend_package else []
+    return ["torch", *backend]
+
+
+def check_preimport(modules: list[str], profile: Profile) -> None:
+    for module in modules:
+        if "." in module:  # finding a submodule imports its package: the host checks it
+            continue
+        if not check_python_module(module):
+            hint = (
+                "install the torch your backend needs, or pass --preimport none to run a"
+                " suite that does not use torch"
+                if module == "torch"
+                else f"install it, or choose another profile than '{profile.name}'"
+            )
+            raise MissingDependency(module, f"instep run (profile '{profile.name}')", hint)
+
+
+def _host_config(profile: Profile, settings: dict[str, Any], opts: RunOptions) -> HostConfig:
+    env = dict(profile.env)
+    if opts.inductor_cache_dir is not None:
+        env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(opts.inductor_cache_dir))
+    return HostConfig(
+        paths=settings["paths"],
+        k=settings.get("k"),
+        isolate=settings["isolate"],
+        timeout=settings["timeout"],
+        preimport=settings["preimport"],
+        env=env,
+        visible_devices_env=profile.visible_devices_env,
+        devices=list(opts.devices),
+        memory_limit_mb=settings.get("memory_limit_mb"),
+        pytest_args=settings.get("pytest_args", []),
+        cwd=opts.cwd,
+    )
+
+
+def _settings(profile: Profile, opts: RunOptions) -> dict[str, Any]:
+    if not opts.paths:
+        raise BadInput("instep run: give test paths, node ids, or --tier NAME from the config")
+    preimport = default_preimport(profile) if opts.preimport is None else list(opts.preimport)
+    return {
+        "paths": list(opts.paths),
+        "k": opts.k,
+        "isolate": opts.isolate or profile.default_isolation,
+        "timeout": float(opts.timeout),
+        "reruns": int(opts.reruns),
+        "preimport": preimport,
+        "memory_limit_mb": opts.memory_limit_mb,
+        "pytest_args": list(opts.pytest_args),
+        "cwd": str(opts.cwd or Path.cwd()),
+    }
+
+
+def collect_cases(profile: Profile, opts: RunOptions) -> Collection:
+    """``--collect-only``: the cases (and collection errors) one worker host sees."""
+    settings = _settings(profile, opts)
+    check_preimport(settings["preimport"], profile)
+    config = _host_config(profile, settings, opts)
+    config.collect_only = True
+    with WorkerPool(config, 1) as pool:
+        pool.start()
+        for event in pool.events():
+            if event.kind == "collected":
+                return _collection(event)
+            if event.kind == "host_failed":
+                raise InstepError(_host_failure_line(event, settings["paths"]))
+    raise InstepError("instep run --collect-only: the worker host ended without collecting")
+
+
+def _collection(event: PoolEvent) -> Collection:
+    cases = [CollectedCase(c["nodeid"], c["file"], c.get("timeout")) for c in event.data["cases"]]
+    return Collection(cases=cases, errors=list(event.data["errors"]))
+
+
+def _host_failure_line(event: PoolEvent, paths: list[str]) -> str:
+    data = event.data
+    if data.get("type") == "collect_failed":
+        last = _last_error_line(data.get("log", ""))
+        return f"collecting {' '.join(paths)} failed (pytest exit {data.get('exit_code')}): {last}"
+    return f"the worker host failed: {data.get('message') or _last_error_line(data.get('log', ''))}"
+
+
+def _last_error_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for line in reversed(lines):
+        if line.startswith("E ") or "Error" in line or "error" in line:
+            return line.removeprefix("E").strip()
+    return lines[-1] if lines else "no output"
+
+
+def execute_run(
+    store: Store | str,
+    profile: Profile,
+    opts: RunOptions,
+    reporter: RunReporter | None = None,
+    resume: str | None = None,
+) -> RunResult:
+    """Run (or resume) a run to its end and return the summary.
+
+    ``store`` may be a target (path or URL) instead of an open store: it is then opened
+    while the worker hosts start (they import torch meanwhile), and closed at the end.
+    """
+    from instep.store import Store
+
+    reporter = reporter or RunReporter()
+    began = time.monotonic()
+    attempts: dict[str, list[tuple[int, str, bool]]] = {}
+    owned = not isinstance(store, Store)
+    plan: list[tuple[str, str, float | None]] = []
+    if resume is not None:
+        store = Store(store) if not isinstance(store, Store) else store
+        run = store.get_run(resume)
+        settings = dict(run.settings)
+        check_preimport(settings["preimport"], profile)
+        plan = store.plan(run.id)
+        attempts = store.attempts(run.id)
+        store.update_run(run.id, status="running", finished_at=None)
+        pool = WorkerPool(_host_config(profile, settings, opts), opts.workers)
+        pool.start()
+    else:
+        settings = _settings(profile, opts)
+        check_preimport(settings["preimport"], profile)
+        pool = WorkerPool(_host_config(profile, settings, opts), opts.workers)
+        pool.start()  # the hosts import torch while the store opens
+        try:
+            store = Store(store) if not isinstance(store, Store) else store
+            run = store.create_run(
+                name=opts.name,
+                profile=profile.name,
+                tier=opts.tier,
+                shard=f"{opts.shard[0]}/{opts.shard[1]}" if opts.shard else None,
+                argv=opts.argv,
+                settings=settings,
+            )
+        except BaseException:
+            pool.close()
+            raise
+    try:
+        return _execute(
+            store, run, pool, profile, opts, settings, plan, attempts, reporter, resume, began
+        )
+    finally:
+        pool.close()
+        if owned:
+            store.close()
+
+
+def _execute(
+    store: Store,
+    run: Run,
+    pool: WorkerPool,
+    profile: Profile,
+    opts: RunOptions,
+    settings: dict[str, Any],
+    plan: list[tuple[str, str, float | None]],
+    attempts: dict[str, list[tuple[int, str, bool]]],
+    reporter: RunReporter,
+    resume: str | None,
+    began: float,
+) -> RunResult:
+    reporter.run_started(run, resumed=resume is not None)
+    matrix_thread = _start_version_matrix(store, run, profile, settings)
+    files = {n: f for n, f, _ in plan}
+    status = "finished"
+    reruns = int(settings.get("reruns", 0))
+    try:
+        with pool:
+            planned = resume is not None
+            if planned:
+                todo = _resume_items(plan, attempts)
+                reporter.plan_ready(len(plan), len(plan) - len(todo))
+                pool.submit(todo)
+            for event in pool.events():
+                if event.kind == "tick":
+                    reporter.tick()
+                elif event.kind == "collected" and not planned:
+                    planned = True
+                    collection = _collection(event)
+                    plan = _make_plan(store, run, opts, collection)
+                    files = {n: f for n, f, _ in plan}
+                    todo = [WorkItem(n, f, t) for n, f, t in plan if n not in attempts]
+                    reporter.plan_ready(len(plan) + len(collection.errors), 0)
+                    for error in collection.errors:
+                        message = _last_error_line(error["longrepr"])
+                        reporter.outcome(error["nodeid"], "error", True, {"message": message})
+                    pool.submit(todo)
+                elif event.kind == "host_failed" and not planned:
+                    planned = True
+                    _record_host_failure(store, run, event, settings["paths"], reporter)
+                elif event.kind == "start" and event.nodeid:
+                    reporter.case_started(event.nodeid, event.worker)
+                elif event.kind == "outcome" and event.item is not None:
+                    item = event.item
+                    data = _outcome_values(event, item)
+                    _note_stack_layer(data, profile)
+                    history = attempts.setdefault(item.nodeid, [])
+                    final = not (data["status"] in FAILING and item.attempt <= reruns)
+                    data["final"] = final
+                    data["flaky"] = (
+                        final
+                        and data["status"] not in FAILING
+                        and any(s in FAILING for _, s, _ in history)
+                    )
+                    store.record_outcome(
+                        run.id, item.nodeid, files.get(item.nodeid, item.file), data
+                    )
+                    history.append((item.attempt, data["status"], final))
+                    reporter.outcome(item.nodeid, data["status"], final, data)
+                    if not final:
+                        pool.submit(
+                            [WorkItem(item.nodeid, item.file, item.timeout, item.attempt + 1)]
+                        )
+            if planned and pool.queue:
+                status = "interrupted"  # every host failed: what is left stays resumable
+    except KeyboardInterrupt:
+        store.finish_run(run.id, "interrupted")
+        raise
+    if matrix_thread is not None:
+        matrix_thread.join(timeout=120)
+    counts = store.status_counts(run.id)
+    total = store.planned_count(run.id)
+    done = sum(counts.values())
+    if done < total and status == "finished":
+        status = "interrupted"
+    store.finish_run(run.id, status)
+    run = store.get_run(run.name)
+    if any(counts[s] for s in FAILING) or done < total:
+        code = EXIT_FAILED
+    elif total == 0:
+        code = EXIT_NO_TESTS
+    else:
+        code = EXIT_OK
+    result = RunResult(run, counts, total, code, time.monotonic() - began, status)
+    reporter.run_finished(result)
+    return result
+
+
+def _start_version_matrix(
+    store: Store, run: Run, profile: Profile, settings: dict[str, Any]
+) -> threading.Thread | None:
+    if run.version_matrix:
+        return None
+
+    def probe() -> None:
+        try:
+            matrix = read_version_matrix(profile, dict(profile.env))
+            store.update_run(run.id, version_matrix=matrix)
+        except Exception:  # the matrix is evidence, not a reason to lose the run
+            log.exception("reading the version matrix failed")
+
+    thread = threading.Thread(target=probe, name="instep-version-matrix", daemon=True)
+    thread.start()
+    return thread
+
+
+def _make_plan(
+    store: Store, run: Run, opts: RunOptions, collection: Collection
+) -> list[tuple[str, str, float | None]]:
+    cases = collection.cases
+    if opts.shard:
+        nodeids = [c.nodeid for c in cases]
+        keep = set(select_shard(nodeids, opts.shard, store.durations(nodeids)))
+        cases = [c for c in cases if c.nodeid in keep]
+    plan: list[tuple[str, str, float | None]] = [
+        (e["nodeid"], e["nodeid"].split("::", 1)[0], None) for e in collection.errors
+    ]
+    seen = {n for n, _, _ in plan}
+    plan += [(c.nodeid, c.file, c.timeout) for c in cases if c.nodeid not in seen]
+    store.set_plan(run.id, plan)
+    for error in collection.errors:
+        data = _collection_error(error["nodeid"], error["longrepr"])
+        store.record_outcome(run.id, error["nodeid"], error["nodeid"].split("::", 1)[0], data)
+    errored = {e["nodeid"] for e in collection.errors}
+    return [p for p in plan if p[0] not in errored]
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def _collection_error(nodeid: str, longrepr: str) -> dict[str, Any]:
+    now = _utcnow()
+    return {
+        "status": "error",
+        "stage": "collect",
+        "layer": "env",
+        "category": "env.collection_error",
+        "message": _last_error_line(longrepr),
+        "longrepr": longrepr,
+        "attempt": 1,
+        "final": True,
+        "started_at": now,
+        "finished_at": now,
+        "duration": 0.0,
+    }
+
+
+def _record_host_failure(
+    store: Store, run: Run, event: PoolEvent, paths: list[str], reporter: RunReporter
+) -> None:
+    """A conftest that raises, a failing preimport: one ``env`` outcome per path given."""
+    log_text = event.data.get("log", "") or event.data.get("traceback", "")
+    plan = [(p, p.split("::", 1)[0], None) for p in paths]
+    store.set_plan(run.id, plan)
+    reporter.plan_ready(len(plan), 0)
+    for path in paths:
+        data = _collection_error(path, log_text[-20_000:])
+        data["message"] = _host_failure_line(event, paths)
+        store.record_outcome(run.id, path, path.split("::", 1)[0], data)
+        reporter.outcome(path, "error", True, data)
+
+
+def _resume_items(
+    plan: list[tuple[str, str, float | None]], attempts: dict[str, list[tuple[int, str, bool]]]
+) -> list[WorkItem]:
+    items = []
+    for nodeid, file, timeout in plan:
+        history = attempts.get(nodeid, [])
+        if any(final for _, _, final in history):
+            continue
+        next_attempt = max((a for a, _, _ in history), default=0) + 1
+        items.append(WorkItem(nodeid, file, timeout, next_attempt))
+    return items
+
+
+def _note_stack_layer(data: dict[str, Any], profile: Profile) -> None:
+    """For a crash or time-out: the compile layer of the innermost frame the profile knows.
+
+    The frames come from faulthandler's dump (files only), so modules are read from the
+    file paths. Stored as ``evidence.stack_layer`` with the frame; triage decides layers.
+    """
+    if data.get("status") not in ("crashed", "timeout"):
+        return
+    chain = data.get("exception_chain") or []
+    frames = chain[0].get("frames", []) if chain else []
+    for frame in reversed(frames):
+        module = frame.get("module") or module_from_path(frame.get("file", ""))
+        layer = profile.layer_for(module=module, path=frame.get("file"))
+        if layer is not None:
+            frame["module"] = module
+            evidence = data.setdefault("evidence", {})
+            evidence["stack_layer"] = str(layer)
+            evidence["stack_frame"] = f"{module or frame.get('file')}:{frame.get('line')}"
+            return
+
+
+def _outcome_values(event: PoolEvent, item: WorkItem) -> dict[str, Any]:
+    data = dict(event.data)
+    finished = _utcnow()
+    started = data.pop("started_at", None)
+    duration = data.get("duration")
+    if isinstance(started, (int, float)):
+        started_at = datetime.fromtimestamp(started, timezone.utc).replace(tzinfo=None)
+    elif duration is not None:
+        started_at = finished - timedelta(seconds=float(duration))
+    else:
+        started_at = finished
+    data.update(
+        attempt=item.attempt,
+        worker=event.worker,
+        device=event.device,
+        started_at=started_at,
+        finished_at=finished,
+    )
+    evidence = data.get("evidence") or {}
+    if "output_bytes" in evidence:
+        evidence["output_bytes"] = list(evidence["output_bytes"])
+    data["evidence"] = evidence
+    return data

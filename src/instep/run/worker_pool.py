@@ -1,0 +1,354 @@
+"""The runner's side of the worker hosts: start them, feed them cases, collect outcomes.
+
+Each worker slot is one ``instep.run.worker_host`` process (a pre-imported fork server)
+pinned to one device through the profile's visibility variable (devices are dealt round
+robin). :class:`WorkerPool` hands chunks of cases to idle hosts, yields every event they
+send, and replaces a host that dies (recording the case it was running as ``crashed``).
+A host that stays silent past the case's time limit plus a grace period is killed too.
+It knows nothing of the store, reruns or the progress bar: :mod:`instep.run.runner` does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any
+
+from instep.errors import InstepError
+from instep.run.host_protocol import ENV_FDS
+from instep.run.output_capture import read_tail
+
+log = logging.getLogger(__name__)
+
+HOST_GRACE_S = 60.0
+MAX_HOST_FAILURES = 3
+#: Set in every fork server unless the user set them: keep device runtimes uninitialised
+#: in the server so forked cases may initialise them. torch.cuda.is_available() (which
+#: test modules call at import) otherwise calls cudaGetDeviceCount and poisons every fork
+#: ("Cannot re-initialize CUDA in forked subprocess"); with this it asks NVML instead.
+FORK_SAFE_ENV = {"PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
+
+
+@dataclass
+class WorkItem:
+    nodeid: str
+    file: str
+    timeout: float | None = None
+    attempt: int = 1
+
+
+@dataclass
+class HostConfig:
+    """What every host of a run gets: paths, -k, isolation, time limits, environment."""
+
+    paths: list[str]
+    k: str | None
+    isolate: str
+    timeout: float
+    preimport: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    visible_devices_env: str | None = None
+    devices: list[str] = field(default_factory=list)
+    memory_limit_mb: int | None = None
+    pytest_args: list[str] = field(default_factory=list)
+    collect_only: bool = False
+    cwd: Path | None = None
+
+
+@dataclass
+class PoolEvent:
+    """Something a host reported: ``collected``, ``start``, ``outcome``, ``host_failed``."""
+
+    kind: str
+    worker: int
+    device: str | None
+    nodeid: str | None = None
+    item: WorkItem | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+class WorkerHost:
+    """One host process and its pipes."""
+
+    def __init__(self, index: int, config: HostConfig, scratch: Path) -> None:
+        self.index = index
+        self.device = config.devices[index % len(config.devices)] if config.devices else None
+        self.workdir = scratch / f"w{index}-{time.monotonic_ns()}"
+        self.workdir.mkdir(parents=True)
+        self.log_path = self.workdir / "host.log"
+        env = {**FORK_SAFE_ENV, **os.environ, **config.env}
+        if config.visible_devices_env and self.device is not None:
+            env[config.visible_devices_env] = self.device
+        to_host_r, to_host_w = os.pipe()
+        from_host_r, from_host_w = os.pipe()
+        env[ENV_FDS] = f"{to_host_r},{from_host_w}"
+        with open(self.log_path, "wb") as log_fh:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "instep.run.worker_host"],
+                pass_fds=(to_host_r, from_host_w),
+                env=env,
+                cwd=config.cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=log_fh,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        os.close(to_host_r)
+        os.close(from_host_w)
+        self.to_host = Connection(to_host_w, readable=False)
+        self.from_host = Connection(from_host_r, writable=False)
+        self.to_host.send(
+            {
+                "paths": config.paths,
+                "k": config.k,
+                "isolate": config.isolate,
+                "timeout": config.timeout,
+                "preimport": config.preimport,
+                "memory_limit_mb": config.memory_limit_mb,
+                "pytest_args": config.pytest_args,
+                "collect_only": config.collect_only,
+                "workdir": str(self.workdir),
+            }
+        )
+        self.state = "starting"  # -> ready -> idle <-> busy; dead
+        self.chunk: deque[WorkItem] = deque()
+        self.current: WorkItem | None = None
+        self.last_heard = time.monotonic()
+
+    def log_tail(self, limit: int = 8000) -> str:
+        return read_tail(self.log_path, limit)[0]
+
+    def send_chunk(self, items: list[WorkItem]) -> None:
+        self.chunk = deque(items)
+        self.current = None
+        self.state = "busy"
+        self.last_heard = time.monotonic()
+        self.to_host.send(
+            {
+                "type": "run",
+                "cases": [{"nodeid": i.nodeid, "timeout": i.timeout} for i in items],
+            }
+        )
+
+    def silent_too_long(self, default_timeout: float) -> bool:
+        if self.state != "busy":
+            return False
+        item = self.current or (self.chunk[0] if self.chunk else None)
+        limit = (item.timeout if item and item.timeout else default_timeout) + HOST_GRACE_S
+        return time.monotonic() - self.last_heard > limit
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            self.to_host.send({"type": "stop"})
+        for conn in (self.to_host, self.from_host):
+            with contextlib.suppress(OSError):
+                conn.close()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            self.proc.wait(timeout=10)
+        for conn in (self.to_host, self.from_host):
+            with contextlib.suppress(OSError):
+                conn.close()
+
+
+class WorkerPool:
+    """``workers`` hosts sharing one queue of :class:`WorkItem`."""
+
+    def __init__(self, config: HostConfig, workers: int) -> None:
+        self.config = config
+        self.workers = max(1, workers)
+        self.scratch = Path(tempfile.mkdtemp(prefix="instep-run-"))
+        self.hosts: list[WorkerHost | None] = [None] * self.workers
+        self.queue: deque[WorkItem] = deque()
+        self.failures = 0
+        self.closed = False
+        self.collected_once = False
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        for i in range(self.workers):
+            self.hosts[i] = WorkerHost(i, self.config, self.scratch)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for host in self.hosts:
+            if host is not None:
+                host.stop()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def submit(self, items: list[WorkItem], front: bool = False) -> None:
+        if front:
+            self.queue.extendleft(reversed(items))
+        else:
+            self.queue.extend(items)
+
+    @property
+    def busy(self) -> bool:
+        return any(h is not None and h.state == "busy" for h in self.hosts)
+
+    def _chunk_size(self) -> int:
+        if self.config.isolate == "case":
+            return 1
+        return max(1, min(32, len(self.queue) // (self.workers * 4)))
+
+    def _dispatch(self) -> None:
+        for host in self.hosts:
+            if host is None or host.state != "idle" or not self.queue:
+                continue
+            size = self._chunk_size()
+            first = self.queue.popleft()
+            chunk = [first]
+            while self.queue and len(chunk) < size and self.queue[0].file == first.file:
+                chunk.append(self.queue.popleft())
+            host.send_chunk(chunk)
+
+    def events(self, poll_s: float = 0.2) -> Iterator[PoolEvent]:
+        """Run until the queue is empty and no host is busy, yielding what happens.
+
+        Before hosts have collected, ``collected`` events come first; the caller submits
+        work once it has the case list. Iteration also yields ``tick`` events every
+        ``poll_s`` so a progress display can refresh.
+        """
+        while True:
+            self._dispatch()
+            live = [h for h in self.hosts if h is not None and h.state != "dead"]
+            if not live:
+                return
+            waiting = not self.collected_once and any(
+                h.state in ("starting", "ready") for h in live
+            )
+            if not waiting and not self.queue and not self.busy:
+                return
+            conns = {h.from_host: h for h in live}
+            sentinels = {h.proc.pid: h for h in live}
+            ready = wait(list(conns), timeout=poll_s)
+            for conn in ready:
+                host = conns[conn]
+                try:
+                    msg = conn.recv()
+                except (EOFError, OSError):
+                    yield from self._host_died(host)
+                    continue
+                host.last_heard = time.monotonic()
+                yield from self._handle(host, msg)
+            for host in list(sentinels.values()):
+                if host.state == "dead":
+                    continue
+                if host.silent_too_long(self.config.timeout):
+                    log.warning("worker %d silent past its time limit; killing it", host.index)
+                    host.kill()
+                    yield from self._host_died(host, reason="the worker host stopped answering")
+            yield PoolEvent("tick", -1, None)
+
+    def _handle(self, host: WorkerHost, msg: dict[str, Any]) -> Iterator[PoolEvent]:
+        kind = msg["type"]
+        if kind == "ready":
+            host.state = "ready"
+        elif kind == "collected":
+            host.state = "idle"
+            self.collected_once = True
+            if self.config.collect_only:
+                host.state = "dead"
+                host.stop()
+            yield PoolEvent("collected", host.index, host.device, data=msg)
+        elif kind == "start":
+            host.current = host.chunk[0] if host.chunk else None
+            if host.current is not None:
+                yield PoolEvent("start", host.index, host.device, host.current.nodeid, host.current)
+        elif kind == "outcome":
+            item = host.chunk.popleft() if host.chunk else None
+            host.current = None
+            if item is None or item.nodeid != msg["nodeid"]:
+                log.warning("worker %d reported an unexpected case %s", host.index, msg["nodeid"])
+                return
+            yield PoolEvent("outcome", host.index, host.device, item.nodeid, item, msg["data"])
+        elif kind == "done":
+            host.state = "idle"
+            if host.chunk:  # the child retired after a failure: the rest goes back first
+                self.submit(list(host.chunk), front=True)
+                host.chunk.clear()
+        elif kind in ("fatal", "collect_failed"):
+            host.state = "dead"
+            data = dict(msg)
+            data["log"] = host.log_tail()
+            host.stop()
+            self.hosts[host.index] = None
+            yield PoolEvent("host_failed", host.index, host.device, data=data)
+            # every host would fail the same way: stop the others as well
+            for other in self.hosts:
+                if other is not None and other.state in ("starting", "ready"):
+                    other.kill()
+                    other.state = "dead"
+
+    def _host_died(self, host: WorkerHost, reason: str | None = None) -> Iterator[PoolEvent]:
+        if host.state == "dead":
+            return
+        was = host.state
+        host.kill()
+        host.state = "dead"
+        code = host.proc.returncode
+        why = reason or f"the worker host exited (status {code})"
+        item = host.current or (host.chunk[0] if host.chunk else None)
+        if was == "busy" and item is not None:
+            host.chunk.popleft()
+            data = {
+                "status": "crashed",
+                "message": f"{why} while running the case",
+                "stage": None,
+                "evidence": {"host_log": host.log_tail()},
+            }
+            yield PoolEvent("outcome", host.index, host.device, item.nodeid, item, data)
+            if host.chunk:
+                self.submit(list(host.chunk), front=True)
+        self.failures += 1
+        if self.failures > MAX_HOST_FAILURES * self.workers or was in ("starting", "ready"):
+            self.hosts[host.index] = None
+            if was in ("starting", "ready"):
+                yield PoolEvent(
+                    "host_failed",
+                    host.index,
+                    host.device,
+                    data={"type": "died", "message": why, "log": host.log_tail()},
+                )
+            return
+        self.hosts[host.index] = WorkerHost(host.index, self.config, self.scratch)
+
+
+def check_python_module(name: str) -> bool:
+    """Whether ``name`` is importable in this Python, without importing it."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+class HostFailure(InstepError):
+    """A worker host could not start (a preimport failed, or conftest/collection broke)."""

@@ -1,0 +1,124 @@
+"""Open a result store: a SQLite file (the default) or a PostgreSQL URL, migrated to head.
+
+``open_engine(target)`` accepts a path (``.instep/instep.db``), a ``sqlite:///`` URL or a
+``postgresql://`` URL (driven by psycopg 3, the ``postgres`` extra). SQLite is put in WAL
+mode with a long busy timeout and ``BEGIN IMMEDIATE`` transactions, so several runners can
+write one file at once: writers queue instead of failing. The schema is created and
+upgraded by the alembic migrations shipped in ``instep.store.migrations``, under a lock
+(SQLite's write lock, PostgreSQL's advisory lock) so concurrent first opens are safe.
+This module knows connections and migrations; queries live in ``queries.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, OperationalError, ProgrammingError
+
+from instep.errors import BadInput, MissingDependency
+
+log = logging.getLogger(__name__)
+
+#: The newest migration; a store at this revision needs no alembic run.
+HEAD = "0001"
+_PG_LOCK_ID = 7_420_170_001
+SQLITE_BUSY_MS = 120_000
+
+
+def store_url(target: str | Path) -> str:
+    """The SQLAlchemy URL of ``target``: a path, a ``sqlite:`` URL or a PostgreSQL URL."""
+    raw = str(target)
+    if raw.startswith(("postgresql://", "postgres://")):
+        return "postgresql+psycopg://" + raw.split("://", 1)[1]
+    if "://" in raw:
+        try:
+            make_url(raw)
+        except ArgumentError as exc:
+            raise BadInput(f"--db {raw!r}: not a database URL or path ({exc})") from exc
+        return raw
+    path = Path(raw).expanduser().resolve()
+    if path.is_dir():
+        raise BadInput(f"--db {raw}: is a directory, expected a SQLite file or a URL")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{path}"
+
+
+def describe(target: str | Path) -> str:
+    """A printable form of ``target`` with any password hidden."""
+    url = make_url(store_url(target))
+    return url.render_as_string(hide_password=True)
+
+
+def open_engine(target: str | Path) -> Engine:
+    """An engine on ``target`` whose schema is at :data:`HEAD`."""
+    url = store_url(target)
+    if url.startswith("postgresql"):
+        try:
+            import psycopg  # noqa: F401
+        except ImportError as exc:
+            raise MissingDependency(
+                "psycopg", "a PostgreSQL store", "pip install 'instep[postgres]'"
+            ) from exc
+    engine = create_engine(url, future=True)
+    if engine.dialect.name == "sqlite":
+        _configure_sqlite(engine)
+    try:
+        if current_revision(engine) != HEAD:
+            upgrade(engine)
+    except OperationalError as exc:
+        engine.dispose()
+        reason = str(exc.orig).splitlines()[0] if exc.orig else str(exc)
+        raise BadInput(f"--db {describe(target)}: cannot open the store: {reason}") from exc
+    return engine
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
+        cur = dbapi_conn.cursor()
+        cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_MS}")
+        cur.execute("PRAGMA journal_mode = WAL")
+        cur.execute("PRAGMA synchronous = NORMAL")
+        cur.execute("PRAGMA foreign_keys = ON")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn) -> None:  # type: ignore[no-untyped-def]
+        # Take the write lock up front: a deferred transaction that upgrades to a writer
+        # fails at once with SQLITE_BUSY instead of waiting for the other writer.
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def current_revision(engine: Engine) -> str | None:
+    """The alembic revision the store is at, ``None`` for an empty database."""
+    with engine.connect() as conn:
+        try:
+            return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+        except (OperationalError, ProgrammingError):
+            return None
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Run the shipped alembic migrations up to ``revision``, under a store-wide lock."""
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(__file__).with_name("migrations")))
+    with engine.connect() as conn:
+        if engine.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _PG_LOCK_ID})
+            conn.commit()
+        try:
+            cfg.attributes["connection"] = conn
+            log.debug("migrating %s to %s", engine.url, revision)
+            command.upgrade(cfg, revision)
+            conn.commit()
+        finally:
+            if engine.dialect.name == "postgresql":
+                conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _PG_LOCK_ID})
+                conn.commit()

@@ -1,0 +1,79 @@
+"""Real torch cases in the pre-imported fork server: compile counters and compiler chains.
+
+Kept few and tiny: one Inductor compile (CPU, C++), sharing the run's warm
+TORCHINDUCTOR_CACHE_DIR under instep's cache dir.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+from tests.run.cases import by_case, show, write
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch not installed"),
+]
+
+TORCH_CASES = """
+import torch
+import torch._dynamo  # as upstream suites do: the fork server then warms Inductor too
+
+def f(x):
+    return (x.sin() + 1).relu()
+
+def test_inductor_compiles():
+    compiled = torch.compile(f, backend="inductor")
+    x = torch.randn(8)
+    torch.testing.assert_close(compiled(x), f(x))
+
+def test_graph_break_is_counted():
+    def g(x):
+        print("graph break here")
+        return x + 1
+    torch.compile(g, backend="eager")(torch.ones(2))
+
+def test_backend_failure_keeps_the_inner_exception():
+    def broken_backend(gm, example_inputs):
+        raise NotImplementedError("no lowering for aten.sin on this device")
+    torch.compile(f, backend=broken_backend)(torch.ones(2))
+
+def test_torch_segfault_in_a_forked_case():
+    import ctypes
+    torch.ones(1)
+    ctypes.string_at(0)
+"""
+
+
+def test_torch_cases_in_case_isolation(instep, tmp_path):
+    write(tmp_path, "test_torch_cases.py", TORCH_CASES)
+    result = instep(
+        "run", "test_torch_cases.py", "--isolate", "case", "--workers", "2", "--run", "torch"
+    )
+    assert result.code == 1, result.err
+    data = show(instep, "torch")
+    assert data["run"]["version_matrix"]["torch"].startswith("2.")
+    out = by_case(data)
+
+    compiled = out["test_inductor_compiles"]
+    assert compiled["status"] == "passed", compiled["longrepr"]
+    assert compiled["metrics"]["generated_kernels"] >= 1
+    assert compiled["stage_timings"]  # Dynamo's compilation_time_metrics, per case
+
+    broken = out["test_graph_break_is_counted"]
+    assert broken["status"] == "passed"
+    assert broken["metrics"]["graph_breaks"] >= 1
+
+    failed = out["test_backend_failure_keeps_the_inner_exception"]
+    assert failed["status"] == "failed"
+    chain = failed["exception_chain"]
+    assert chain[0]["type"] == "torch._dynamo.exc.BackendCompilerFailed"
+    inner = [c for c in chain if c["relation"] == "inner"]
+    assert inner and inner[0]["type"] == "NotImplementedError"
+    assert inner[0]["frames"][-1]["function"] == "broken_backend"
+    modules = {f["module"] for c in chain for f in c["frames"]}
+    assert any(m and m.startswith("torch._dynamo") for m in modules)
+
+    crashed = out["test_torch_segfault_in_a_forked_case"]
+    assert crashed["status"] == "crashed" and crashed["signal"] == "SIGSEGV"
