@@ -568,10 +568,24 @@ class _Analysis:
             hit = cache.get(key)
             if hit is not None:
                 return hit
-        refs = forks.find_forked_functions(functions, cands)
+        prints = self._parallel_fingerprints([(o, n) for _, o, n in cands], forks)
+        refs = forks.find_forked_functions(
+            functions, [(sym, o, n) for (sym, _, _), (o, n) in zip(cands, prints, strict=True)]
+        )
         if cache is not None and key is not None:
             cache.put(key, refs)
         return refs
+
+    def _parallel_fingerprints(self, pairs, forks):
+        """Fork fingerprints of the changed upstream functions, over ``jobs`` processes."""
+        if self.jobs <= 1 or len(pairs) < 200:
+            return forks.fingerprint_pairs(pairs)
+        from concurrent.futures import ProcessPoolExecutor
+
+        size = -(-len(pairs) // (self.jobs * 4))
+        chunks = [pairs[i : i + size] for i in range(0, len(pairs), size)]
+        with ProcessPoolExecutor(self.jobs) as pool:
+            return [fp for part in pool.map(forks.fingerprint_pairs, chunks) for fp in part]
 
     def _lines(self, path: str) -> tuple[list[str] | None, list[str] | None]:
         """Decoded lines of the old and new version of a changed upstream file (memoised)."""

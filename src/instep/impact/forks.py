@@ -195,12 +195,13 @@ def lines_fingerprint_of(lines: list[str]) -> LinesFingerprint:
 
 def find_forked_functions(
     functions: list[DownstreamFunction],
-    upstream: list[tuple[Symbol, str | None, str | None]],
+    upstream: list[tuple[Symbol, str | Fingerprint | None, str | Fingerprint | None]],
     threshold: float = 0.6,
 ) -> list[Reference]:
     """Downstream functions that are near-copies of an upstream function (any name).
 
-    ``upstream`` holds (symbol, old source, new source); each downstream function gets at
+    ``upstream`` holds (symbol, old source, new source) -- sources may already be
+    fingerprints (computed in parallel by the caller); each downstream function gets at
     most one FORK reference, to its best match, with the upstream version it matches best
     ('old' on ties: the copy predates the change).
     """
@@ -208,7 +209,7 @@ def find_forked_functions(
     for sym, old, new in upstream:
         for version, src in (("old", old), ("new", new)):
             if src:
-                fp = fingerprint(src)
+                fp = fingerprint(src) if isinstance(src, str) else src
                 if len(fp) >= MIN_GRAMS:
                     prints.append((sym, version, fp))
     if not prints:
@@ -283,6 +284,13 @@ def find_forked_functions(
         if not inner:
             out.append(r)
     return out
+
+
+def fingerprint_pairs(
+    pairs: list[tuple[str | None, str | None]],
+) -> list[tuple[Fingerprint | None, Fingerprint | None]]:
+    """Fingerprints of (old, new) source pairs; a top-level function for process pools."""
+    return [(fingerprint(o) if o else None, fingerprint(n) if n else None) for o, n in pairs]
 
 
 def find_forked_files(
