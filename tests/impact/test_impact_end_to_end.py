@@ -112,6 +112,7 @@ def test_inherited_call_path_into_changed_helper(commit_doc):
 
 def test_subclass_override_and_inherited_method(commit_doc):
     unit = _unit(commit_doc, 105)
+
     def kinds_of(up: str) -> dict[str, str]:
         return {c["kind"]: c["downstream"] for c in unit["couplings"] if c["upstream"] == up}
 
@@ -181,3 +182,42 @@ def test_bad_input_is_one_line(pair, instep, args, needle):
     assert res.code == 2
     lines = res.err.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], res.err
+
+
+def test_each_commit_lists_only_its_own_changes(commit_doc):
+    # lowering.py changes in #101 and #104: each commit shows its own symbols only
+    assert [c["symbol"] for c in _unit(commit_doc, 101)["changes"]] == [
+        "torch/_inductor/lowering.py::expand"
+    ]
+    symbols_104 = {c["symbol"] for c in _unit(commit_doc, 104)["changes"]}
+    assert "torch/_inductor/lowering.py::expand" not in symbols_104
+    assert "torch/_inductor/lowering.py::old_helper" in symbols_104
+
+
+def test_patch_series_mode(pair, instep, tmp_path):
+    import subprocess
+
+    up, down = pair
+    series = tmp_path / "series"
+    subprocess.run(["git", "format-patch", "-q", "-o", str(series), "v1..v2"], cwd=up, check=True)
+    base = tmp_path / "base"
+    subprocess.run(
+        ["git", "worktree", "add", "-q", "--detach", str(base), "v1"], cwd=up, check=True
+    )
+    try:
+        doc = _run_json(
+            instep,
+            "impact",
+            "--upstream-old",
+            str(base),
+            "--patches",
+            str(series),
+            "--downstream",
+            str(down),
+            "--no-cache",
+        )
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=up, check=True)
+    assert doc["upstream"]["mode"] == "patches"
+    expand = next(u for u in doc["units"] if u["pr"] == 101)
+    assert expand["unit_kind"] == "patch" and expand["action"] == "Shim"

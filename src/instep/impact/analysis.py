@@ -203,7 +203,11 @@ class _Analysis:
         self.timings[name] = round(time.perf_counter() - start, 3)
 
     def _excluded(self, path: str) -> bool:
-        return any(fnmatch(path, pat) for pat in self.req.exclude)
+        """Paths left out of the symbol diff: ``--exclude`` globs, and upstream tests
+        (they are suggested tests, not symbols a backend depends on)."""
+        from instep.impact.sources import is_test_path
+
+        return is_test_path(path) or any(fnmatch(path, pat) for pat in self.req.exclude)
 
     # upstream ------------------------------------------------------------------------
 
@@ -259,40 +263,59 @@ class _Analysis:
     def diff_units(self, raw: list[_RawUnit]) -> list[UpstreamChange]:
         from instep.impact import symbol_diff
 
-        cache = ContentCache(self.cache_root, "symbols") if self.cache_root else None
         pairs = [(f.path, f.old, f.new) for u in raw for f in u.files]
-        results = symbol_diff.diff_file_batch(pairs, self.stage_of, cache=cache, jobs=self.jobs)
-        # results: path-order list of (new FileIndex | None, [SymbolChange])
         self.new_indexes: dict[str, object] = {}
-        self.texts: dict[str, tuple[bytes | None, bytes | None]] = {}
-        out: list[UpstreamChange] = []
-        it = iter(results)
-        for u in raw:
-            changes: list[SymbolChange] = []
-            for f in u.files:
-                new_index, file_changes = next(it)
-                if new_index is not None:
-                    self.new_indexes[f.path] = new_index
-                self.texts[f.path] = (f.old, f.new)
-                changes.extend(file_changes)
-            out.append(
-                UpstreamChange(
-                    id=u.id,
-                    title=u.title,
-                    unit_kind=u.unit_kind,
-                    files=[f.path for f in u.files],
-                    changes=changes,
-                    commit=u.commit,
-                    pr=u.pr,
-                    reverted_by=u.reverted_by,
-                    reverts=u.reverts,
-                    upstream_tests=u.upstream_tests,
-                )
-            )
+        self.texts: dict[object, tuple[bytes | None, bytes | None]] = {}
+        per_unit: list[list[SymbolChange]] = []
         if self.mode == "release":
+            cache = ContentCache(self.cache_root, "symbols") if self.cache_root else None
+            results = symbol_diff.diff_file_batch(pairs, self.stage_of, cache=cache, jobs=self.jobs)
+            for (path, old, new), (new_index, changes) in zip(pairs, results, strict=True):
+                if new_index is not None:
+                    self.new_indexes[path] = new_index
+                self.texts[path] = (old, new)
+                per_unit.append(list(changes))
+        else:
+            # a history: each file's versions chained, moves matched per commit/patch
+            from instep.impact import history_diff
+
+            results = history_diff.diff_history(
+                pairs, self.stage_of, cache_root=self.cache_root, jobs=self.jobs
+            )
+            it = iter(zip(pairs, results, strict=True))
+            for u in raw:
+                diffs = []
+                for _ in u.files:
+                    (path, old, new), (new_index, fdiff) = next(it)
+                    if new_index is not None:
+                        self.new_indexes[path] = new_index  # the last version wins
+                    self.texts[(u.id, path)] = (old, new)
+                    diffs.append(fdiff)
+                per_unit.append(symbol_diff.join(diffs))
+        out: list[UpstreamChange] = []
+        if self.mode == "release":
+            for u, changes in zip(raw, per_unit, strict=True):
+                out.append(self._unit(u, changes))
             out = self._group_release(out)
+        else:
+            out = [self._unit(u, changes) for u, changes in zip(raw, per_unit, strict=True)]
         self.stats["symbol_changes"] = sum(len(u.changes) for u in out)
         return [u for u in out if u.changes]
+
+    @staticmethod
+    def _unit(u: _RawUnit, changes: list[SymbolChange]) -> UpstreamChange:
+        return UpstreamChange(
+            id=u.id,
+            title=u.title,
+            unit_kind=u.unit_kind,
+            files=[f.path for f in u.files],
+            changes=changes,
+            commit=u.commit,
+            pr=u.pr,
+            reverted_by=u.reverted_by,
+            reverts=u.reverts,
+            upstream_tests=u.upstream_tests,
+        )
 
     def _group_release(self, units: list[UpstreamChange]) -> list[UpstreamChange]:
         out = []
@@ -548,7 +571,9 @@ class _Analysis:
                     continue
                 if not (c.aspects & BEHAVIOUR):
                     continue
-                old_lines, new_lines = self._lines(c.path)
+                old_lines, new_lines = self._lines(
+                    (u.id, c.path) if self.mode != "release" else c.path
+                )
                 cands.append((c.old or c.new, _slice(old_lines, c.old), _slice(new_lines, c.new)))
         functions = [f for fi in down.files.values() for f in fi.functions]
         if not cands or not functions:
@@ -587,16 +612,19 @@ class _Analysis:
         with ProcessPoolExecutor(self.jobs) as pool:
             return [fp for part in pool.map(forks.fingerprint_pairs, chunks) for fp in part]
 
-    def _lines(self, path: str) -> tuple[list[str] | None, list[str] | None]:
-        """Decoded lines of the old and new version of a changed upstream file (memoised)."""
+    def _lines(self, key) -> tuple[list[str] | None, list[str] | None]:
+        """Decoded lines of the old and new version of a changed upstream file (memoised).
+
+        ``key`` is the path (release) or (unit id, path) (a history: one pair per commit).
+        """
         memo = self.__dict__.setdefault("_line_memo", {})
-        if path not in memo:
-            old_b, new_b = self.texts.get(path, (None, None))
-            memo[path] = tuple(
+        if key not in memo:
+            old_b, new_b = self.texts.get(key, (None, None))
+            memo[key] = tuple(
                 b.decode("utf-8", "replace").splitlines() if b is not None else None
                 for b in (old_b, new_b)
             )
-        return memo[path]
+        return memo[key]
 
     # report --------------------------------------------------------------------------
 
