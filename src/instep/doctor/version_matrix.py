@@ -18,6 +18,7 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from instep.profiles import Profile, VersionProbe
@@ -115,8 +116,16 @@ def read_version_matrix(
     """Run every probe of ``profile``; a probe that fails gives a result with ``error``."""
     python = python or sys.executable
     child_env = {**os.environ, **profile.env, **(env or {})}
-    in_python = [p for p in profile.version_probes if p.module or p.python]
     answers: dict[str, dict[str, Any]] = {}
+    if python == sys.executable:  # read versions of *this* interpreter without importing
+        for probe in profile.version_probes:
+            if probe.module:
+                static = _module_version_statically(probe.module, probe.attribute)
+                if static is not None:
+                    answers[probe.name] = {"value": static}
+    in_python = [
+        p for p in profile.version_probes if (p.module or p.python) and p.name not in answers
+    ]
     process_error: str | None = None
     if in_python:
         payload = json.dumps([p.model_dump(exclude_none=True) for p in in_python])
@@ -131,7 +140,7 @@ def read_version_matrix(
             )
             marker = proc.stdout.rfind(_MARK)
             if marker >= 0:
-                answers = json.loads(proc.stdout[marker + len(_MARK) :])
+                answers.update(json.loads(proc.stdout[marker + len(_MARK) :]))
             else:
                 tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
                 process_error = f"probe process exited {proc.returncode}: {tail[0]}"
@@ -185,3 +194,57 @@ def _probe_here(probe: VersionProbe, env: Mapping[str, str]) -> tuple[str | None
     except (OSError, subprocess.TimeoutExpired) as exc:
         return None, " ".join(str(exc).split())
     return None, "no source"
+
+
+def _module_version_statically(module: str, attribute: str) -> str | None:
+    """A module's version without importing it (importing torch costs seconds).
+
+    ``__version__`` of a top-level package comes from its distribution's metadata;
+    ``version.NAME`` from a constant assignment in the package's ``version.py``.
+    ``None`` when neither applies: the probe then imports the module in a subprocess.
+    """
+    import ast
+    import importlib.metadata
+    import importlib.util
+
+    top = module.split(".")[0]
+    if attribute == "__version__" and module == top:
+        for dist in importlib.metadata.packages_distributions().get(top, []):
+            try:
+                return importlib.metadata.version(dist)
+            except importlib.metadata.PackageNotFoundError:
+                continue
+        return None
+    parts = attribute.split(".")
+    if len(parts) != 2 or parts[0] != "version":
+        return None
+    if module != top:
+        return None
+    try:  # find_spec of a top-level name does not import it (of a submodule it would)
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        candidate = Path(location) / "version.py"
+        if candidate.is_file():
+            break
+    else:
+        return None
+    try:
+        tree = ast.parse(candidate.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError):
+        return None
+    for node in tree.body:
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else ([node.target] if isinstance(node, ast.AnnAssign) else [])
+        )
+        value = getattr(node, "value", None)
+        constant = isinstance(value, ast.Constant) and isinstance(value.value, str)
+        for target in targets:
+            if constant and isinstance(target, ast.Name) and target.id == parts[1]:
+                return value.value  # type: ignore[union-attr]
+    return None

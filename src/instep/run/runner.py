@@ -23,8 +23,8 @@ from instep.errors import BadInput, InstepError, MissingDependency
 from instep.profiles import Profile
 from instep.run.exception_chain import module_from_path
 from instep.run.host_protocol import FAILING
+from instep.doctor.version_matrix import read_version_matrix
 from instep.run.sharding import select_shard
-from instep.run.version_matrix import read_version_matrix
 from instep.run.worker_pool import HostConfig, PoolEvent, WorkerPool, WorkItem, check_python_module
 
 if TYPE_CHECKING:  # the store (SQLAlchemy) is imported once the worker hosts are starting
@@ -344,7 +344,7 @@ def _start_version_matrix(
 
     def probe() -> None:
         try:
-            matrix = read_version_matrix(profile, dict(profile.env))
+            matrix = read_version_matrix(profile).flat()
             store.update_run(run.id, version_matrix=matrix)
         except Exception:  # the matrix is evidence, not a reason to lose the run
             log.exception("reading the version matrix failed")

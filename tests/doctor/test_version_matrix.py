@@ -1,4 +1,4 @@
-"""Version probes from profiles: static versions, subprocess probes, failures as data."""
+"""Version probes as the runner records them: static versions, subprocess probes, failures."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from instep.profiles import Profile, VersionProbe
-from instep.run.version_matrix import read_version_matrix
+from instep.doctor.version_matrix import read_version_matrix
 
 
 def _profile(*probes: VersionProbe) -> Profile:
@@ -28,7 +28,7 @@ def test_probes_of_every_kind(monkeypatch, tmp_path):
             VersionProbe(name="driver", env="INSTEP_TEST_DRIVER", regex=r"\d+\.\d+"),
             VersionProbe(name="absent", module="no_such_module_anywhere"),
         )
-    )
+    ).flat()
     assert matrix == {
         "pytest": importlib.metadata.version("pytest"),
         "py": "3",
@@ -42,7 +42,7 @@ def test_probes_of_every_kind(monkeypatch, tmp_path):
 def test_required_probe_failure_is_reported_not_raised():
     matrix = read_version_matrix(
         _profile(VersionProbe(name="boom", python="raise SystemExit('nope')", optional=False))
-    )
+    ).flat()
     assert matrix["boom"] is None
     assert "boom" in matrix["errors"]
 
@@ -52,7 +52,7 @@ def test_torch_versions_are_read_without_importing_torch():
     from instep.profiles import load_profile
 
     before = set(sys.modules)
-    matrix = read_version_matrix(load_profile("cpu"))
+    matrix = read_version_matrix(load_profile("cpu")).flat()
     assert matrix["torch"] == importlib.metadata.version("torch")
     assert len(matrix["torch_git"]) == 40
     assert "torch" not in set(sys.modules) - before
