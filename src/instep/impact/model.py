@@ -60,24 +60,24 @@ class CouplingKind(_Vocab):
     C_SHIM = "c_shim"  # C/C++ shim name generated or loaded downstream (best effort)
 
 
-class Action(_Vocab):
+class _Ranked(_Vocab):
+    """A vocabulary whose members are ordered by declaration (least severe first)."""
+
+    @property
+    def rank(self) -> int:
+        return list(type(self)).index(self)
+
+
+class Action(_Ranked):
     CHECK = "Check"
     TEST = "Test"
     SHIM = "Shim"
 
-    @property
-    def rank(self) -> int:
-        return {"Check": 0, "Test": 1, "Shim": 2}[self.value]
 
-
-class Risk(_Vocab):
+class Risk(_Ranked):
     LOW = "low"
     MEDIUM = "medium"
     HIGH = "high"
-
-    @property
-    def rank(self) -> int:
-        return {"low": 0, "medium": 1, "high": 2}[self.value]
 
 
 class Tristate(_Vocab):
