@@ -20,6 +20,10 @@ def _report() -> str:
         f"uuid={props.uuid} visible={os.environ.get('CUDA_VISIBLE_DEVICES')}"
     )
     print(line)
+    log = os.environ.get("INSTEP_PIN_LOG")
+    if log:
+        with open(log, "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
     return line
 
 
