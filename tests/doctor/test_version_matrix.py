@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from instep.profiles import Profile, VersionProbe
 from instep.doctor.version_matrix import read_version_matrix
+from instep.profiles import Profile, VersionProbe
 
 
 def _profile(*probes: VersionProbe) -> Profile:

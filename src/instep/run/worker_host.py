@@ -395,10 +395,29 @@ class _Child:
             self._pidfd = None
 
 
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this case process when its worker host dies.
+
+    The case runs in its own process group (so that a time-out kills all it started), so
+    killing the host's group would not reach it: without this, a case that outlives its
+    host (it killed the host, or the runner killed the host) would be orphaned.
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the pool's group kill is all there is
+        return
+    if os.getppid() == 1:  # the host died before the request took effect
+        os._exit(137)
+
+
 def _child_main(host: HostSession, requests: Connection, events: Connection) -> None:
     from instep.run.output_capture import read_tail, redirect_std_fds, truncate_std_fds
 
     os.setpgid(0, 0)
+    _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     host.runner_in.close()
