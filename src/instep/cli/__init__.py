@@ -70,16 +70,32 @@ def _setup_logging(level: int) -> None:
 def _register_commands() -> None:
     # Each module adds its commands to `cli`; --help lists them alphabetically.
     from instep.cli import (
+        compare_cmd,
         doctor_cmd,
         impact_cmd,
         merge_cmd,
         profile_cmd,
         run_cmd,
         runs_cmd,
+        selftest_cmd,
         show_cmd,
+        tier_cmd,
+        triage_cmd,
     )
 
-    for module in (doctor_cmd, impact_cmd, profile_cmd, run_cmd, show_cmd, runs_cmd, merge_cmd):
+    for module in (
+        doctor_cmd,
+        impact_cmd,
+        profile_cmd,
+        run_cmd,
+        show_cmd,
+        runs_cmd,
+        merge_cmd,
+        triage_cmd,
+        compare_cmd,
+        selftest_cmd,
+        tier_cmd,
+    ):
         module.register(cli)
 
 

@@ -48,7 +48,9 @@ def _split_list(value: str | None) -> list[str]:
 @click.option(
     "--profile", "profile_name", metavar="NAME", help="Backend profile (default: config)."
 )
-@click.option("--tier", metavar="NAME", help="A tier from the config: its paths, -k, timeout.")
+@click.option(
+    "--tier", metavar="NAME", help="A tier (L0..L6 or the config's): its paths, -k, timeout."
+)
 @click.option(
     "--workers", "-n", type=click.IntRange(min=1), help="Worker processes [devices or 1]."
 )
@@ -96,6 +98,12 @@ def _split_list(value: str | None) -> list[str]:
     metavar="ARG",
     help="Extra argument for pytest (repeatable), e.g. --pytest-arg=-p=no:warnings.",
 )
+@click.option(
+    "--bisect",
+    is_flag=True,
+    help="Re-run failed cases down eager -> aot_eager -> aot_eager_decomp_partition -> target"
+    " to bound their layer.",
+)
 @click.pass_obj
 def run_command(
     app: AppContext,
@@ -117,6 +125,7 @@ def run_command(
     preimport: str | None,
     memory_limit: int | None,
     pytest_args: tuple[str, ...],
+    bisect: bool,
 ) -> int:
     """Run PATHS (files, directories, node ids) with every case isolated, storing outcomes.
 
@@ -127,19 +136,17 @@ def run_command(
     from instep.run.sharding import parse_shard
 
     config = app.config
-    tier_cfg = None
-    if tier:
-        if tier not in config.tiers:
-            known = ", ".join(sorted(config.tiers)) or "none"
-            raise BadInput(f"--tier {tier}: not in the config (tiers: {known})")
-        tier_cfg = config.tiers[tier]
-    all_paths = list(paths)
-    if tier_cfg is not None:
-        all_paths += [_resolve_tier_path(app, p) for p in tier_cfg.paths]
-        k = k or tier_cfg.k
-        timeout = timeout or tier_cfg.timeout
-        isolate = isolate or tier_cfg.isolate
     profile = app.profile(profile_name)
+    all_paths = list(paths)
+    if tier:  # built-in tiers L0..L6, tier files and the config's [tiers.NAME]
+        from instep.suites.tiers import resolve_tier
+
+        tier_def = resolve_tier(config, tier)
+        all_paths += list(tier_def.paths)
+        k = k or tier_def.k
+        timeout = timeout or tier_def.timeout
+        isolate = isolate or tier_def.isolate
+        pytest_args = (*tier_def.pytest_args(profile), *pytest_args)
     device_list = _split_list(devices)
     opts = RunOptions(
         paths=all_paths,
@@ -177,6 +184,8 @@ def run_command(
 
     target = store_target(app, db)
     result = execute_run(target, profile, opts, ProgressReporter(), resume=resume)
+    if bisect:
+        _bisect(target, result, profile, opts)
     if junit_xml is not None:
         from instep.run.junit_xml import write_junit_xml
         from instep.store import Store, outcome_dict
@@ -190,9 +199,22 @@ def run_command(
     return result.exit_code
 
 
-def _resolve_tier_path(app: AppContext, entry: str) -> str:
-    path, sep, rest = entry.partition("::")
-    return str(app.config.resolve(path)) + sep + rest
+def _bisect(target: str, result, profile, opts) -> None:  # type: ignore[no-untyped-def]
+    """``--bisect``: the backend ladder over the run's failed cases; prints what it cost."""
+    from instep.store import Store
+    from instep.triage.backend_ladder import bisect_run
+
+    store = Store(target)
+    try:
+        report = bisect_run(store, result.run, profile, opts.workers, opts.inductor_cache_dir)
+    finally:
+        store.close()
+    share = 100.0 * report.wall_s / result.wall_s if result.wall_s else 0.0
+    Console(stderr=True).print(
+        f"bisect: {report.cases} failed cases, {report.reruns} re-runs on the backend ladder,"
+        f" {report.wall_s:.1f} s (+{share:.0f} % over the run's {result.wall_s:.1f} s)",
+        highlight=False,
+    )
 
 
 def register(cli: click.Group) -> None:

@@ -1,4 +1,7 @@
-"""``instep show RUN``: a run's outcomes as a table or as JSON (for scripts and triage)."""
+"""``instep show RUN``: a run's outcomes as a table or as JSON (for scripts and triage).
+
+``--metrics`` shows the run's seed 10.3 metrics instead (``instep.suites.metrics``).
+"""
 
 from __future__ import annotations
 
@@ -31,6 +34,12 @@ from instep.cli.run_cmd import db_option, open_store
     help="Only outcomes with this status (repeatable).",
 )
 @click.option("--all-attempts", is_flag=True, help="Every attempt, not only the final one.")
+@click.option(
+    "--metrics",
+    "show_metrics",
+    is_flag=True,
+    help="The run's metrics (compile success, semantic pass rate, fallbacks...) instead.",
+)
 @db_option
 @click.pass_obj
 def show_command(
@@ -39,6 +48,7 @@ def show_command(
     fmt: str,
     statuses: tuple[str, ...],
     all_attempts: bool,
+    show_metrics: bool,
     db: str | None,
 ) -> None:
     """Show the outcomes of RUN (a name, an id, or 'latest')."""
@@ -54,6 +64,9 @@ def show_command(
         store.close()
     if statuses:
         outcomes = [o for o in outcomes if o["status"] in statuses]
+    if show_metrics:
+        _show_metrics(run, outcomes, counts, planned, fmt)
+        return
     if fmt == "json":
         data = {"run": run_dict(run, counts, planned), "outcomes": outcomes}
         click.echo(json.dumps(data, indent=2, ensure_ascii=False))
@@ -78,6 +91,27 @@ def show_command(
             o["stage"] or "-",
             message[0][:120] if message else "",
         )
+    console.print(table)
+
+
+def _show_metrics(run, outcomes, counts, planned, fmt: str) -> None:  # type: ignore[no-untyped-def]
+    from instep.store import run_dict
+    from instep.suites.metrics import run_metrics, table_rows
+
+    metrics = run_metrics(outcomes, planned)
+    if fmt == "json":
+        data = {"run": run_dict(run, counts, planned), "metrics": metrics.as_dict()}
+        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        return
+    console = _console()
+    console.print(
+        f"run [bold]{run.name}[/bold] ({run.status}, profile {run.profile}, "
+        f"tier {run.tier or '-'}): metrics",
+        highlight=False,
+    )
+    table = Table("metric", "value")
+    for label, value in table_rows(metrics):
+        table.add_row(label, value)
     console.print(table)
 
 

@@ -5,7 +5,9 @@ worker hosts collect the paths, keeps the planned cases (``--shard`` applied), r
 has no final outcome yet, and commits each outcome as it arrives. ``--reruns N`` keeps
 every attempt; the last is ``final`` and a pass after a failure is marked ``flaky``. A
 collection error or a conftest that raises is an outcome of layer ``env``, not a crash of
-the run. :func:`collect_cases` is ``--collect-only``. Rendering is the reporter's job.
+the run. Each non-passing outcome is classified (``instep.triage.classifier``: layer,
+category, signature) before it is stored. :func:`collect_cases` is ``--collect-only``.
+Rendering is the reporter's job.
 """
 
 from __future__ import annotations
@@ -19,13 +21,15 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from instep.doctor.version_matrix import read_version_matrix
 from instep.errors import BadInput, InstepError, MissingDependency
 from instep.profiles import Profile
 from instep.run.exception_chain import module_from_path
 from instep.run.host_protocol import FAILING
-from instep.doctor.version_matrix import read_version_matrix
 from instep.run.sharding import select_shard
 from instep.run.worker_pool import HostConfig, PoolEvent, WorkerPool, WorkItem, check_python_module
+from instep.triage.classifier import Classifier
+from instep.triage.signature import failure_signature
 
 if TYPE_CHECKING:  # the store (SQLAlchemy) is imported once the worker hosts are starting
     from instep.store import Run, Store
@@ -264,6 +268,7 @@ def _execute(
     files = {n: f for n, f, _ in plan}
     status = "finished"
     reruns = int(settings.get("reruns", 0))
+    classifier = Classifier(profile)
     try:
         with pool:
             planned = resume is not None
@@ -294,6 +299,7 @@ def _execute(
                     item = event.item
                     data = _outcome_values(event, item)
                     _note_stack_layer(data, profile)
+                    _classify(data, item.nodeid, classifier)
                     history = attempts.setdefault(item.nodeid, [])
                     final = not (data["status"] in FAILING and item.attempt <= reruns)
                     data["final"] = final
@@ -381,12 +387,15 @@ def _utcnow() -> datetime:
 
 def _collection_error(nodeid: str, longrepr: str) -> dict[str, Any]:
     now = _utcnow()
+    message = _last_error_line(longrepr)
     return {
         "status": "error",
         "stage": "collect",
         "layer": "env",
         "category": "env.collection_error",
-        "message": _last_error_line(longrepr),
+        "signature": failure_signature(None, message),
+        "confidence": 0.95,
+        "message": message,
         "longrepr": longrepr,
         "attempt": 1,
         "final": True,
@@ -407,6 +416,7 @@ def _record_host_failure(
     for path in paths:
         data = _collection_error(path, log_text[-20_000:])
         data["message"] = _host_failure_line(event, paths)
+        data["signature"] = failure_signature(None, data["message"])
         store.record_outcome(run.id, path, path.split("::", 1)[0], data)
         reporter.outcome(path, "error", True, data)
 
@@ -443,6 +453,19 @@ def _note_stack_layer(data: dict[str, Any], profile: Profile) -> None:
             evidence["stack_layer"] = str(layer)
             evidence["stack_frame"] = f"{module or frame.get('file')}:{frame.get('line')}"
             return
+
+
+def _classify(data: dict[str, Any], nodeid: str, classifier: Classifier) -> None:
+    """File a non-passing outcome under its layer/category/signature before it is stored."""
+    if data.get("status") not in FAILING:
+        return
+    try:
+        found = classifier.classify({**data, "case": nodeid})
+    except Exception:  # triage is evidence, never a reason to lose the outcome
+        log.exception("classifying %s failed", nodeid)
+        return
+    if found is not None:
+        found.apply(data)
 
 
 def _outcome_values(event: PoolEvent, item: WorkItem) -> dict[str, Any]:

@@ -1,0 +1,107 @@
+"""``instep triage RUN``: a run's failures as batches (seed 000 section 7), stored.
+
+Re-classifies outcomes that have no signature yet (or all with ``--reclassify``, e.g.
+after a profile change), groups failures into batches with stable ids, stores each
+member's batch id, and prints the table: batch, layer, topic, cases, representative and
+since when the batch exists; with ``--base``, first how the base run's batches fared in
+RUN (seed 000 section 7: passed / failed, judgement).
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from instep.cli.context import AppContext
+from instep.cli.run_cmd import db_option, open_store
+
+
+@click.command("triage")
+@click.argument("run_ref", metavar="RUN", default="latest")
+@click.option("--base", "base_ref", metavar="RUN", help="Follow this earlier run's batches.")
+@click.option("--reclassify", is_flag=True, help="Classify every failure again (profile changed).")
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
+@db_option
+@click.pass_obj
+def triage_command(
+    app: AppContext,
+    run_ref: str,
+    base_ref: str | None,
+    reclassify: bool,
+    fmt: str,
+    db: str | None,
+) -> None:
+    """Group the failures of RUN into batches by (layer, category, signature)."""
+    from instep.store import outcome_dict
+    from instep.triage.batches import first_seen, follow, group_batches, store_batches
+    from instep.triage.reclassify import reclassify_run
+
+    store = open_store(app, db, must_exist=True)
+    try:
+        run = store.get_run(run_ref)
+        reclassify_run(store, run, app.profile(run.profile), every=reclassify)
+        outcomes = [outcome_dict(o) for o in store.outcomes(run.id)]
+        batches = group_batches(outcomes)
+        store_batches(store, run.id, batches)
+        history = first_seen(store, run)
+        progress = None
+        if base_ref is not None:
+            base = store.get_run(base_ref)
+            reclassify_run(store, base, app.profile(base.profile), every=reclassify)
+            base_batches = group_batches(outcome_dict(o) for o in store.outcomes(base.id))
+            progress = follow(base_batches, outcomes)
+    finally:
+        store.close()
+    if fmt == "json":
+        data = {
+            "run": run.name,
+            "batches": [{**b.as_dict(), "first_seen": history.get(b.id)} for b in batches],
+            "base": base_ref,
+            "progress": [p.as_dict() for p in progress] if progress is not None else None,
+        }
+        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        return
+    console = Console(highlight=False, soft_wrap=True)
+    if progress is not None:
+        table = Table(title=f"batches of {base_ref} followed in {run.name}")
+        for col in ("batch", "topic", "cases", "passed / failed", "judgement"):
+            table.add_column(col)
+        for p in progress:
+            table.add_row(
+                p.batch.id,
+                _topic(p.batch.layer, p.batch.category, p.batch.signature),
+                str(len(p.batch.cases)),
+                f"{len(p.passed)} passed / {len(p.same) + len(p.moved)} failed",
+                p.judgement,
+            )
+        console.print(table)
+    table = Table(title=f"batches of {run.name}: {sum(len(b.cases) for b in batches)} failures")
+    for col in ("batch", "layer", "topic", "cases", "representative", "judgement"):
+        table.add_column(col)
+    for b in batches:
+        since = history.get(b.id)
+        table.add_row(
+            b.id,
+            b.layer or "?",
+            _topic(None, b.category, b.signature),
+            str(len(b.cases)),
+            escape(b.representative or ""),
+            escape(f"open since {since}") if since else "new in this run",
+        )
+    console.print(table)
+
+
+def _topic(layer: str | None, category: str | None, signature: str | None) -> str:
+    head = f"{layer}: " if layer else ""
+    sig = (signature or "")[:80]
+    return escape(f"{head}{category or '?'} — {sig}")
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(triage_command)

@@ -1,0 +1,1 @@
+"""L6: small models built in code: correctness, compile time, speedup, peak memory."""

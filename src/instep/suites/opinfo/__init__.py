@@ -1,0 +1,1 @@
+"""L5: the OpInfo differential suite over the installed torch's ``op_db``."""

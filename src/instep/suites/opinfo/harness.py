@@ -1,0 +1,344 @@
+"""How L5 calls and checks one OpInfo case, the way upstream's Inductor OpInfo test does.
+
+A case is op x dtype (x every sample with ``--instep-all-samples``, else the first
+sample). Like ``test/inductor/test_torchinductor_opinfo.py`` it calls ``op.get_op()``
+through a plain wrapper function, resets Dynamo per case, compiles with
+``fullgraph=True`` (otherwise Dynamo silently falls back to eager and hides the failure)
+and lets Dynamo capture data-dependent shapes and scalars. To keep the harness from
+inventing failures it: seeds *outside* the compiled function and replaces OpInfo's
+``wrapper_set_seed`` with a plain call (Dynamo skips the original: "Attempted to call
+function marked as skipped"); compares random ops statistically (ops the dispatcher tags
+``nondeterministic_seeded`` while the eager reference runs, plus the patterns in
+``data/opinfo.toml``); compares only shape/dtype of undefined outputs (``empty*``).
+Samples are built on the CPU (eager CPU is the reference, ``reference_in_float`` for
+float16/bfloat16 as upstream does) and copied to the device for the other two legs.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from instep.suites.case_record import record_leg
+from instep.suites.triad import CompiledMismatch, DeviceEagerMismatch, clone_inputs, to_device
+from instep.tomlfile import load_toml
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "opinfo.toml"
+LOW_PRECISION = ("float16", "bfloat16")
+
+
+@dataclass(frozen=True)
+class OpCase:
+    op_name: str  # full name: name[.variant]
+    dtype: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.op_name}-{self.dtype}"
+
+
+@functools.lru_cache(maxsize=1)
+def harness_data() -> dict[str, Any]:
+    return load_toml(DATA)
+
+
+def full_name(op: Any) -> str:
+    return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+
+
+@functools.lru_cache(maxsize=1)
+def ops_by_name() -> dict[str, Any]:
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    return {full_name(op): op for op in op_db}
+
+
+def enumerate_cases(
+    device: str, dtypes: tuple[str, ...], only: tuple[str, ...] = (), limit: int = 0
+) -> list[OpCase]:
+    """op x supported dtype over ``op_db`` in its order; ``limit`` caps the number of ops.
+
+    For a device other than the CPU the enumeration runs in a child process: importing
+    ``op_db`` evaluates device capabilities (``SM53OrLater`` and the like), which
+    initialises CUDA, and a fork server whose collection initialised CUDA cannot fork
+    usable case processes ("Cannot re-initialize CUDA in forked subprocess").
+    """
+    if device == "cpu":
+        return _enumerate_here(device, dtypes, only, limit)
+    import json
+    import subprocess
+    import sys
+
+    request = json.dumps([device, list(dtypes), list(only), limit])
+    proc = subprocess.run(
+        [sys.executable, "-c", _ENUMERATE_CHILD, request],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    marker = proc.stdout.rfind(_MARK)
+    if proc.returncode != 0 or marker < 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise RuntimeError(f"enumerating OpInfo cases for {device} failed: {tail[0]}")
+    pairs = json.loads(proc.stdout[marker + len(_MARK) :])
+    return [OpCase(name, dtype) for name, dtype in pairs]
+
+
+_MARK = "\n@@INSTEP-OPINFO@@"
+_ENUMERATE_CHILD = f"""
+import json, sys
+from instep.suites.opinfo.harness import _enumerate_here
+device, dtypes, only, limit = json.loads(sys.argv[1])
+cases = _enumerate_here(device, tuple(dtypes), tuple(only), limit)
+sys.stdout.write({_MARK!r} + json.dumps([[c.op_name, c.dtype] for c in cases]))
+"""
+
+
+def _enumerate_here(
+    device: str, dtypes: tuple[str, ...], only: tuple[str, ...] = (), limit: int = 0
+) -> list[OpCase]:
+    import torch
+
+    skip = harness_data().get("skip", {})
+    cases: list[OpCase] = []
+    ops_taken = 0
+    for name, op in ops_by_name().items():
+        if only and not any(fnmatch.fnmatchcase(name, pattern) for pattern in only):
+            continue
+        if any(fnmatch.fnmatchcase(name, pattern) for pattern in skip):
+            continue
+        wanted = [d for d in dtypes if op.supports_dtype(getattr(torch, d), device)]
+        if not wanted:
+            continue
+        if limit and ops_taken >= limit:
+            break
+        ops_taken += 1
+        cases += [OpCase(name, d) for d in wanted]
+    return cases
+
+
+def is_undefined_output(name: str) -> bool:
+    return name in harness_data().get("undefined_output_ops", [])
+
+
+def _seedless_wrapper(op: Any, *args: Any, **kwargs: Any) -> Any:
+    # OpInfo's own wrapper seeds inside the op: Dynamo skips it. We seed outside.
+    return op(*args, **kwargs)
+
+
+def _patch_wrapper_set_seed() -> None:
+    import torch.testing._internal.common_methods_invocations as cmi
+
+    cmi.wrapper_set_seed = _seedless_wrapper
+
+
+def _calls_rng(fn: Any, args: list[Any], kwargs: dict[str, Any]) -> tuple[Any, bool]:
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class SeededOps(TorchDispatchMode):
+        hit = False
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            if torch.Tag.nondeterministic_seeded in func.tags:
+                SeededOps.hit = True
+            return func(*args, **(kwargs or {}))
+
+    with SeededOps():
+        out = fn(*args, **kwargs)
+    return out, SeededOps.hit
+
+
+def _tensors(value: Any) -> list[Any]:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
+    return []
+
+
+def assert_statistically_close(actual: Any, expected: Any) -> None:
+    """Random outputs: same structure, shapes and dtypes; moments agree within 6 sigma."""
+    import torch
+
+    got, want = _tensors(to_device(actual, "cpu")), _tensors(to_device(expected, "cpu"))
+    assert len(got) == len(want), f"{len(got)} output tensors, expected {len(want)}"
+    for a, b in zip(got, want, strict=True):
+        assert a.shape == b.shape, f"shape {tuple(a.shape)}, expected {tuple(b.shape)}"
+        assert a.dtype == b.dtype, f"dtype {a.dtype}, expected {b.dtype}"
+        if a.numel() < 30 or not (a.is_floating_point() or a.dtype == torch.bool):
+            continue
+        a64, b64 = a.double().flatten(), b.double().flatten()
+        fa, fb = a64[torch.isfinite(a64)], b64[torch.isfinite(b64)]
+        if fa.numel() < 30 or fb.numel() < 30:
+            continue
+        spread = max(float(fa.std()), float(fb.std()), 1e-12)
+        bound = 6 * spread * math.sqrt(1 / fa.numel() + 1 / fb.numel()) + 1e-9
+        gap = abs(float(fa.mean()) - float(fb.mean()))
+        assert gap <= bound, f"mean {float(fa.mean()):.5g} vs {float(fb.mean()):.5g}"
+        if float(fb.std()) > 1e-9:
+            ratio = float(fa.std()) / float(fb.std())
+            assert 0.5 < ratio < 2.0, f"std ratio {ratio:.3f}"
+
+
+def assert_same_layout(actual: Any, expected: Any) -> None:
+    """Undefined outputs: shapes and dtypes only."""
+    got, want = _tensors(actual), _tensors(expected)
+    assert len(got) == len(want)
+    for a, b in zip(got, want, strict=True):
+        assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, a.dtype, b.shape, b.dtype)
+
+
+def assert_values_close(actual: Any, expected: Any, low_precision: bool = False) -> None:
+    import torch
+
+    a, b = to_device(actual, "cpu"), to_device(expected, "cpu")
+    if low_precision:  # the reference was computed in float32 (reference_in_float)
+        a = _upcast(a)
+        torch.testing.assert_close(
+            a, b, rtol=1e-2, atol=1e-2, equal_nan=True, check_device=False, check_stride=False
+        )
+        return
+    torch.testing.assert_close(a, b, equal_nan=True, check_device=False, check_stride=False)
+
+
+def _upcast(value: Any) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.float() if value.dtype in (torch.float16, torch.bfloat16) else value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_upcast(v) for v in value)
+    return value
+
+
+def _grads(out: Any, inputs: list[Any]) -> list[Any]:
+    import torch
+
+    leaves = [t for t in _tensors(inputs) if t.requires_grad]
+    outs = [t for t in _tensors(out) if t.requires_grad and t.is_floating_point()]
+    if not leaves or not outs:
+        return []
+    loss = sum(t.sum() for t in outs)
+    return list(torch.autograd.grad(loss, leaves, allow_unused=True))
+
+
+def run_case(
+    case: OpCase, device: str, backend: str, *, all_samples: bool = False, grad: bool = False
+) -> int:
+    """Run the triad for every chosen sample of ``case``; returns the samples checked."""
+    import torch
+    import torch._dynamo
+    import torch._dynamo.config as dynamo_config
+
+    _patch_wrapper_set_seed()
+    op = ops_by_name()[case.op_name]
+    dtype = getattr(torch, case.dtype)
+    func = op.get_op()
+
+    def fn(*args: Any, **kwargs: Any) -> Any:
+        return func(*args, **kwargs)
+
+    requires_grad = bool(
+        grad and op.supports_autograd and dtype in op.supported_backward_dtypes("cpu")
+    )
+    torch.manual_seed(0)
+    samples = op.sample_inputs("cpu", dtype, requires_grad=requires_grad)
+    if not all_samples:
+        samples = [next(iter(samples))]
+    undefined = is_undefined_output(case.op_name)
+    patterns = harness_data().get("random_op_patterns", [])
+    named_random = any(fnmatch.fnmatchcase(case.op_name, p) for p in patterns)
+    low = case.dtype in LOW_PRECISION
+    checked = 0
+    for sample in samples:
+        args = [sample.input, *sample.args]
+        kwargs = dict(sample.kwargs)
+        torch._dynamo.reset()
+        # eager CPU (reference; in float32 for low precision dtypes, as upstream)
+        ref_args, ref_kwargs = clone_inputs(args), clone_inputs(kwargs)
+        if low:
+            ref_args, ref_kwargs = _to_float(ref_args), _to_float(ref_kwargs)
+        try:
+            torch.manual_seed(0)
+            ref, seeded = _calls_rng(fn, ref_args, ref_kwargs)
+            ref_grads = _grads(ref, ref_args) if requires_grad else []
+        except Exception:
+            record_leg("eager_cpu", "fail")
+            raise
+        record_leg("eager_cpu", "ok")
+        random = seeded or named_random
+
+        def compare(actual: Any, expected: Any, random: bool = random) -> None:
+            if undefined:
+                assert_same_layout(actual, expected)
+            elif random:
+                assert_statistically_close(_upcast(actual) if low else actual, expected)
+            else:
+                assert_values_close(actual, expected, low)
+
+        # eager device
+        dev_args, dev_kwargs = to_device(clone_inputs(args), device), to_device(kwargs, device)
+        try:
+            torch.manual_seed(0)
+            eager = fn(*dev_args, **dev_kwargs)
+            eager_grads = _grads(eager, dev_args) if requires_grad else []
+        except Exception:
+            record_leg("eager_device", "fail")
+            raise
+        try:
+            compare(eager, ref)
+            if requires_grad:
+                compare(eager_grads, ref_grads)
+        except AssertionError as exc:
+            record_leg("eager_device", "mismatch")
+            raise DeviceEagerMismatch(f"eager {device} differs from eager cpu: {exc}") from exc
+        record_leg("eager_device", "ok")
+        # compiled device
+        comp_args, comp_kwargs = to_device(clone_inputs(args), device), to_device(kwargs, device)
+        compiled = torch.compile(fn, backend=backend, fullgraph=True)
+        try:
+            with dynamo_config.patch(
+                capture_scalar_outputs=True, capture_dynamic_output_shape_ops=True
+            ):
+                torch.manual_seed(0)
+                out = compiled(*comp_args, **comp_kwargs)
+                out_grads = _grads(out, comp_args) if requires_grad else []
+        except Exception:
+            record_leg("compiled_device", "fail")
+            raise
+        try:
+            compare(out, ref)
+            if requires_grad:
+                compare(out_grads, ref_grads)
+        except AssertionError as exc:
+            record_leg("compiled_device", "mismatch")
+            raise CompiledMismatch(
+                f"compiled ({backend}) {case.op_name} {case.dtype} on {device} differs from"
+                f" eager cpu: {exc}"
+            ) from exc
+        record_leg("compiled_device", "ok")
+        checked += 1
+    return checked
+
+
+def _to_float(value: Any) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        if value.dtype in (torch.float16, torch.bfloat16):
+            return value.detach().float().requires_grad_(value.requires_grad)
+        return value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_float(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _to_float(v) for k, v in value.items()}
+    return value

@@ -1,0 +1,183 @@
+"""``--bisect``: re-run failed cases down the backend ladder to bound their layer.
+
+The ladder is ``eager`` -> ``aot_eager`` -> ``aot_eager_decomp_partition`` -> the
+profile's target backend (PyTorch's own debug backends, as ``CompilerBisector`` uses
+them). Each rung re-runs the still unresolved failed cases of a run, isolated, with the
+backend redirected by ``backend_redirect`` (a pytest plugin). A rung *reproduces* a
+failure when the case fails there with the same signature. The first rung that
+reproduces bounds the layer:
+
+========================== ===========================================================
+first reproducing rung     layer
+========================== ===========================================================
+``eager``                  ``eager`` when the chain never entered the compiler (the
+                           test's eager reference), else ``dynamo``
+``aot_eager``              ``aot``
+``aot_eager_decomp_part.`` ``decomposition``
+target only                lowering or deeper: the exception frames choose among
+                           lowering, scheduler, codegen, kernel_compile, runtime, numerics
+none (target passes too)   not reproduced: the stored classification stays, ``flaky``
+========================== ===========================================================
+
+The rung outcomes live in a temporary store; what each rung gave is written into the
+original outcome's ``evidence.ladder`` and the outcome is classified again with it.
+Only failed cases pay: cases that passed are never re-run.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from instep.layers import Layer
+from instep.profiles import Profile
+from instep.triage.backend_redirect import ENV
+from instep.triage.classifier import CLASSIFIED, Classifier
+
+DEBUG_RUNGS = ("eager", "aot_eager", "aot_eager_decomp_partition")
+_RUNG_LAYER = {"aot_eager": Layer.AOT, "aot_eager_decomp_partition": Layer.DECOMPOSITION}
+
+
+@dataclass
+class LadderReport:
+    cases: int = 0
+    reruns: int = 0
+    wall_s: float = 0.0
+    layers: dict[str, str | None] = field(default_factory=dict)  # case -> ladder layer
+
+
+def ladder_of(profile: Profile) -> tuple[str, ...]:
+    return (*DEBUG_RUNGS, profile.dynamo_backend)
+
+
+def ladder_verdict(
+    rungs: dict[str, dict[str, Any]], target: str, original_signature: str | None
+) -> dict[str, Any]:
+    """``evidence.ladder`` from what each rung gave (``status``, ``signature``, ``layer``)."""
+    verdict: dict[str, Any] = {"rungs": rungs, "reproduced": False, "layer": None}
+    for rung in (*DEBUG_RUNGS, target):
+        got = rungs.get(rung)
+        if got is None or got.get("status") not in CLASSIFIED:
+            continue
+        if got.get("signature") != original_signature:
+            continue  # another failure: this rung does not reproduce the original
+        verdict.update(reproduced=True, first_rung=rung)
+        if rung == "eager":
+            verdict["layer"] = "eager" if got.get("layer") == "eager" else "dynamo"
+        elif rung in _RUNG_LAYER:
+            verdict["layer"] = str(_RUNG_LAYER[rung])
+        else:
+            verdict["min_layer"] = "lowering"
+        return verdict
+    return verdict
+
+
+def bisect_run(
+    store: Any,
+    run: Any,
+    profile: Profile,
+    workers: int = 1,
+    inductor_cache_dir: Path | None = None,
+) -> LadderReport:
+    """Re-run ``run``'s failed cases down the ladder and re-classify them (see module doc)."""
+    from instep.store import outcome_dict
+    from instep.store.schema import Outcome
+
+    began = time.monotonic()
+    report = LadderReport()
+    failed = {
+        o.case.nodeid: outcome_dict(o)
+        for o in store.outcomes(run.id)
+        if o.status in CLASSIFIED and not str(o.category or "").startswith("env.")
+    }
+    report.cases = len(failed)
+    if not failed:
+        return report
+    rungs: dict[str, dict[str, dict[str, Any]]] = {case: {} for case in failed}
+    pending = set(failed)
+    target = profile.dynamo_backend
+    with tempfile.TemporaryDirectory(prefix="instep-ladder-") as tmp:
+        for rung in ladder_of(profile):
+            if not pending:
+                break
+            results = _run_rung(
+                run, profile, rung, sorted(pending), workers, inductor_cache_dir, tmp
+            )
+            report.reruns += len(pending)
+            for case in list(pending):
+                got = results.get(case, {"status": "missing"})
+                rungs[case][rung] = got
+                if got.get("status") in CLASSIFIED and (
+                    got.get("signature") == failed[case].get("signature")
+                ):
+                    pending.discard(case)
+    classifier = Classifier(profile)
+    with store.session() as s:
+        for case, row in failed.items():
+            verdict = ladder_verdict(rungs[case], target, row.get("signature"))
+            report.layers[case] = verdict.get("layer") or verdict.get("min_layer")
+            evidence = dict(row.get("evidence") or {})
+            evidence["ladder"] = verdict
+            row["evidence"] = evidence
+            found = classifier.classify(row)
+            outcome = s.scalars(_final_outcome_query(Outcome, run.id, case)).one()
+            if found is not None:
+                values: dict[str, Any] = {"evidence": evidence}
+                found.apply(values)
+                for key in ("layer", "category", "signature", "confidence", "evidence"):
+                    setattr(outcome, key, values[key])
+            else:
+                outcome.evidence = evidence
+        s.commit()
+    report.wall_s = time.monotonic() - began
+    return report
+
+
+def _final_outcome_query(outcome_cls: Any, run_id: int, nodeid: str) -> Any:
+    from sqlalchemy import select
+
+    from instep.store.schema import Case
+
+    return (
+        select(outcome_cls)
+        .join(Case, Case.id == outcome_cls.case_id)
+        .where(outcome_cls.run_id == run_id, outcome_cls.final.is_(True), Case.nodeid == nodeid)
+    )
+
+
+def _run_rung(
+    run: Any,
+    profile: Profile,
+    rung: str,
+    cases: list[str],
+    workers: int,
+    inductor_cache_dir: Path | None,
+    tmp: str,
+) -> dict[str, dict[str, Any]]:
+    """Run ``cases`` with every compile redirected to ``rung``; their classified outcomes."""
+    from instep.run.runner import RunOptions, execute_run
+    from instep.store import Store, outcome_dict
+
+    settings = dict(run.settings or {})
+    rung_profile = profile.model_copy(update={"env": {**profile.env, ENV: rung}})
+    opts = RunOptions(
+        paths=cases,
+        workers=max(1, min(workers, len(cases))),
+        isolate="case",
+        timeout=float(settings.get("timeout", 600.0)),
+        preimport=settings.get("preimport"),
+        pytest_args=[*settings.get("pytest_args", []), "-p", "instep.triage.backend_redirect"],
+        inductor_cache_dir=inductor_cache_dir,
+        cwd=Path(settings["cwd"]) if settings.get("cwd") else None,
+        name=f"ladder-{rung}",
+    )
+    db = str(Path(tmp) / f"{rung}.db")
+    result = execute_run(db, rung_profile, opts)
+    store = Store(db)
+    try:
+        return {o.case.nodeid: outcome_dict(o) for o in store.outcomes(result.run.id)}
+    finally:
+        store.close()

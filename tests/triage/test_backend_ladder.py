@@ -1,0 +1,88 @@
+"""The backend ladder: verdicts from rungs, the backend redirect, and ``run --bisect``."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from instep.triage.backend_ladder import ladder_verdict
+from instep.triage.backend_redirect import _redirect
+
+SIG = "RuntimeError: boom"
+
+
+def rung(status: str, signature: str | None = SIG, layer: str | None = None) -> dict:
+    return {
+        "status": status,
+        "signature": signature if status != "passed" else None,
+        "layer": layer,
+    }
+
+
+def test_first_reproducing_rung_bounds_the_layer():
+    v = ladder_verdict({"eager": rung("failed", layer="dynamo")}, "inductor", SIG)
+    assert (v["layer"], v["first_rung"]) == ("dynamo", "eager")
+    v = ladder_verdict({"eager": rung("failed", layer="eager")}, "inductor", SIG)
+    assert v["layer"] == "eager"
+    v = ladder_verdict({"eager": rung("passed"), "aot_eager": rung("failed")}, "inductor", SIG)
+    assert v["layer"] == "aot"
+    rungs = {"eager": rung("passed"), "aot_eager": rung("passed")}
+    v = ladder_verdict({**rungs, "aot_eager_decomp_partition": rung("error")}, "inductor", SIG)
+    assert v["layer"] == "decomposition"
+    rungs["aot_eager_decomp_partition"] = rung("passed")
+    v = ladder_verdict({**rungs, "inductor": rung("failed")}, "inductor", SIG)
+    assert (v["layer"], v["min_layer"]) == (None, "lowering")
+    # another failure is not a reproduction; nothing reproducing: flaky, no layer
+    v = ladder_verdict(
+        {"eager": rung("failed", "KeyError: 'x'"), "inductor": rung("passed")}, "inductor", SIG
+    )
+    assert (v["reproduced"], v["layer"]) == (False, None)
+
+
+def test_redirect_replaces_whatever_backend_a_test_names():
+    seen = []
+
+    def compile_(model=None, *, backend="inductor", mode=None, options=None):
+        seen.append((backend, mode, options))
+
+    def optimize(backend="inductor", nopython=False):
+        seen.append((backend, nopython))
+
+    _redirect(compile_, "aot_eager", None)(print, backend="inductor", mode="max-autotune")
+    _redirect(compile_, "aot_eager", None)(print)
+    _redirect(optimize, "eager", 0)("inductor", nopython=True)
+    _redirect(optimize, "eager", 0)(backend="inductor")
+    assert seen == [
+        ("aot_eager", None, None),
+        ("aot_eager", None, None),
+        ("eager", True),
+        ("eager", False),
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch not installed")
+def test_run_bisect_files_each_case_by_the_first_reproducing_rung(instep, tmp_path):
+    from instep.triage.selftest import suite_source
+
+    (tmp_path / "test_faults.py").write_text(suite_source())
+    cases = ["test_backward_formula", "test_decomposition", "test_lowering"]
+    args = [f"test_faults.py::{c}" for c in cases]
+    result = instep(
+        "run", *args, "--profile", "cpu", "--db", "s.db", "--run", "b", "-n", "2", "--bisect"
+    )
+    assert result.code == 1, result.err
+    assert "bisect: 3 failed cases" in result.err
+    shown = json.loads(instep("show", "b", "--db", "s.db", "--format", "json").out)
+    out = {o["case"].rsplit("::", 1)[1]: o for o in shown["outcomes"]}
+    got = {c: (o["layer"], o["evidence"]["triage"]["decided_by"]) for c, o in out.items()}
+    assert got == {
+        "test_backward_formula": ("aot", "ladder"),
+        "test_decomposition": ("decomposition", "ladder"),
+        "test_lowering": ("lowering", "ladder"),
+    }
+    ladder = out["test_lowering"]["evidence"]["ladder"]
+    assert ladder["first_rung"] == "inductor"
+    assert [ladder["rungs"][r]["status"] for r in ("eager", "aot_eager")] == ["passed", "passed"]
