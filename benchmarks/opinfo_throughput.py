@@ -5,9 +5,10 @@ Both sides run the same cases (float32, first sample, forward, fullgraph, CPU In
            ``run_case`` in a loop, catching exceptions (no isolation at all);
   instep : ``instep run --tier L5 --profile cpu`` with N workers and ``--isolate worker``
            (every case in a forked child that is replaced when it crashes).
-Each side gets its own empty Inductor cache, and its wall time includes starting Python,
-importing torch and collecting. Prints cases/min for both and the ratio (target:
-instep >= 0.8 of the plain loop with the same number of processes).
+Each side gets its own empty Inductor cache (after one uncounted warm-up of the C++
+toolchain), and its wall time includes starting Python, importing torch and collecting.
+Prints cases/min for both and the ratio (target: instep >= 0.8 of the plain loop with the
+same number of processes).
 
 Usage: python benchmarks/opinfo_throughput.py [--limit 60] [--workers 1]
 """
