@@ -68,6 +68,35 @@ def assert_same(
 Compare = Callable[[Any, Any], None]
 
 
+def run_leg(
+    leg: str,
+    produce: Callable[[], Any],
+    check: Callable[[Any], None] | None = None,
+    mismatch: Callable[[AssertionError], AssertionError] | None = None,
+) -> Any:
+    """One leg of the triad: produce its result, check it, record how it went.
+
+    An exception while producing is recorded as ``fail`` and raised unchanged (a compiler
+    error stays itself); a failed check is recorded as ``mismatch`` and raised as
+    ``mismatch(exc)`` (which says which leg departed from the reference).
+    """
+    try:
+        result = produce()
+    except Exception:
+        record_leg(leg, "fail")
+        raise
+    if check is not None:
+        try:
+            check(result)
+        except AssertionError as exc:
+            record_leg(leg, "mismatch")
+            if mismatch is None:
+                raise
+            raise mismatch(exc) from exc
+    record_leg(leg, "ok")
+    return result
+
+
 def check_triad(
     fn: Callable[..., Any],
     args: Sequence[Any],
@@ -103,45 +132,32 @@ def check_triad(
         return out.detach(), grads
 
     cpu_in = clone_inputs(list(args))
-    try:
-        ref = call(fn, cpu_in)
-    except Exception:
-        record_leg("eager_cpu", "fail")
-        raise
-    record_leg("eager_cpu", "ok")
+    ref = run_leg("eager_cpu", lambda: call(fn, cpu_in))
 
     dev_in = to_device(clone_inputs(list(args)), device)
-    try:
-        eager = call(fn, dev_in)
-    except Exception:
-        record_leg("eager_device", "fail")
-        raise
-    try:
-        compare(eager, ref)
+
+    def check(result: Any, inputs: Sequence[Any]) -> None:
+        compare(result, ref)
         if check_inputs:
-            compare(dev_in, cpu_in)
-    except AssertionError as exc:
-        record_leg("eager_device", "mismatch")
-        raise DeviceEagerMismatch(f"eager {device} differs from eager cpu: {exc}") from exc
-    record_leg("eager_device", "ok")
+            compare(inputs, cpu_in)
+
+    eager = run_leg(
+        "eager_device",
+        lambda: call(fn, dev_in),
+        lambda result: check(result, dev_in),
+        lambda exc: DeviceEagerMismatch(f"eager {device} differs from eager cpu: {exc}"),
+    )
 
     comp_in = to_device(clone_inputs(list(args)), device)
     compiled = compiled_fn or torch.compile(
         fn, backend=backend, fullgraph=fullgraph, dynamic=dynamic
     )
-    try:
-        out = call(compiled, comp_in)
-    except Exception:
-        record_leg("compiled_device", "fail")
-        raise
-    try:
-        compare(out, ref)
-        if check_inputs:
-            compare(comp_in, cpu_in)
-    except AssertionError as exc:
-        record_leg("compiled_device", "mismatch")
-        raise CompiledMismatch(
+    out = run_leg(
+        "compiled_device",
+        lambda: call(compiled, comp_in),
+        lambda result: check(result, comp_in),
+        lambda exc: CompiledMismatch(
             f"compiled ({backend}) on {device} differs from eager cpu: {exc}"
-        ) from exc
-    record_leg("compiled_device", "ok")
+        ),
+    )
     return ref, eager, out

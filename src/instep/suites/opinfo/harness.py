@@ -23,8 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from instep.suites.case_record import record_leg
-from instep.suites.triad import CompiledMismatch, DeviceEagerMismatch, clone_inputs, to_device
+from instep.suites.triad import (
+    CompiledMismatch,
+    DeviceEagerMismatch,
+    clone_inputs,
+    run_leg,
+    to_device,
+)
 from instep.tomlfile import load_toml
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "opinfo.toml"
@@ -267,14 +272,16 @@ def run_case(
         ref_args, ref_kwargs = clone_inputs(args), clone_inputs(kwargs)
         if low:
             ref_args, ref_kwargs = _to_float(ref_args), _to_float(ref_kwargs)
-        try:
+
+        # (the closures below run within this iteration: defaults bind its values)
+        def reference(
+            ref_args: list[Any] = ref_args, ref_kwargs: dict[str, Any] = ref_kwargs
+        ) -> tuple[Any, bool, list[Any]]:
             torch.manual_seed(0)
             ref, seeded = _calls_rng(fn, ref_args, ref_kwargs)
-            ref_grads = _grads(ref, ref_args) if requires_grad else []
-        except Exception:
-            record_leg("eager_cpu", "fail")
-            raise
-        record_leg("eager_cpu", "ok")
+            return ref, seeded, (_grads(ref, ref_args) if requires_grad else [])
+
+        ref, seeded, ref_grads = run_leg("eager_cpu", reference)
         random = seeded or named_random
 
         def compare(actual: Any, expected: Any, random: bool = random) -> None:
@@ -285,47 +292,44 @@ def run_case(
             else:
                 assert_values_close(actual, expected, low)
 
+        def check(
+            result: tuple[Any, list[Any]], ref: Any = ref, ref_grads: list[Any] = ref_grads
+        ) -> None:
+            compare(result[0], ref)
+            if requires_grad:
+                compare(result[1], ref_grads)
+
+        def leg_of(callee: Any, leg_args: list[Any], leg_kwargs: dict[str, Any]) -> Any:
+            def produce() -> tuple[Any, list[Any]]:
+                torch.manual_seed(0)
+                out = callee(*leg_args, **leg_kwargs)
+                return out, (_grads(out, leg_args) if requires_grad else [])
+
+            return produce
+
         # eager device
         dev_args, dev_kwargs = to_device(clone_inputs(args), device), to_device(kwargs, device)
-        try:
-            torch.manual_seed(0)
-            eager = fn(*dev_args, **dev_kwargs)
-            eager_grads = _grads(eager, dev_args) if requires_grad else []
-        except Exception:
-            record_leg("eager_device", "fail")
-            raise
-        try:
-            compare(eager, ref)
-            if requires_grad:
-                compare(eager_grads, ref_grads)
-        except AssertionError as exc:
-            record_leg("eager_device", "mismatch")
-            raise DeviceEagerMismatch(f"eager {device} differs from eager cpu: {exc}") from exc
-        record_leg("eager_device", "ok")
+        run_leg(
+            "eager_device",
+            leg_of(fn, dev_args, dev_kwargs),
+            check,
+            lambda exc: DeviceEagerMismatch(f"eager {device} differs from eager cpu: {exc}"),
+        )
         # compiled device
         comp_args, comp_kwargs = to_device(clone_inputs(args), device), to_device(kwargs, device)
         compiled = torch.compile(fn, backend=backend, fullgraph=True)
-        try:
-            with dynamo_config.patch(
-                capture_scalar_outputs=True, capture_dynamic_output_shape_ops=True
-            ):
-                torch.manual_seed(0)
-                out = compiled(*comp_args, **comp_kwargs)
-                out_grads = _grads(out, comp_args) if requires_grad else []
-        except Exception:
-            record_leg("compiled_device", "fail")
-            raise
-        try:
-            compare(out, ref)
-            if requires_grad:
-                compare(out_grads, ref_grads)
-        except AssertionError as exc:
-            record_leg("compiled_device", "mismatch")
-            raise CompiledMismatch(
-                f"compiled ({backend}) {case.op_name} {case.dtype} on {device} differs from"
-                f" eager cpu: {exc}"
-            ) from exc
-        record_leg("compiled_device", "ok")
+        with dynamo_config.patch(
+            capture_scalar_outputs=True, capture_dynamic_output_shape_ops=True
+        ):
+            run_leg(
+                "compiled_device",
+                leg_of(compiled, comp_args, comp_kwargs),
+                check,
+                lambda exc: CompiledMismatch(
+                    f"compiled ({backend}) {case.op_name} {case.dtype} on {device} differs"
+                    f" from eager cpu: {exc}"
+                ),
+            )
         checked += 1
     return checked
 
