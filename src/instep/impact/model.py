@@ -119,8 +119,29 @@ class Registration:
         }
 
 
+class _Qualified:
+    """Names of a symbol found at ``path`` as ``qualname`` (mixed into Symbol, SymbolChange)."""
+
+    path: str
+    qualname: str
+
+    @property
+    def module(self) -> str:
+        return module_of(self.path)
+
+    @property
+    def dotted(self) -> str:
+        """'torch._inductor.lowering.expand'"""
+        return f"{self.module}.{self.qualname}"
+
+    @property
+    def ref(self) -> str:
+        """'torch/_inductor/lowering.py::expand'"""
+        return f"{self.path}::{self.qualname}"
+
+
 @dataclass(frozen=True)
-class Symbol:
+class Symbol(_Qualified):
     """One definition in one version of one upstream (or downstream) file."""
 
     path: str
@@ -136,21 +157,9 @@ class Symbol:
     calls: frozenset[str] = frozenset()  # names / attribute chains called in the body
     registrations: tuple[Registration, ...] = ()
 
-    @property
-    def module(self) -> str:
-        return module_of(self.path)
-
-    @property
-    def dotted(self) -> str:
-        return f"{self.module}.{self.qualname}"
-
-    @property
-    def ref(self) -> str:
-        return f"{self.path}::{self.qualname}"
-
 
 @dataclass(frozen=True)
-class SymbolChange:
+class SymbolChange(_Qualified):
     """How one upstream symbol changed between two versions."""
 
     path: str
@@ -167,18 +176,6 @@ class SymbolChange:
     @property
     def aspects(self) -> frozenset[ChangeKind]:
         return frozenset((self.kind, *self.also))
-
-    @property
-    def module(self) -> str:
-        return module_of(self.path)
-
-    @property
-    def dotted(self) -> str:
-        return f"{self.module}.{self.qualname}"
-
-    @property
-    def ref(self) -> str:
-        return f"{self.path}::{self.qualname}"
 
     @property
     def registration_keys(self) -> frozenset[str]:
