@@ -77,3 +77,31 @@ def test_torch_cases_in_case_isolation(instep, tmp_path):
 
     crashed = out["test_torch_segfault_in_a_forked_case"]
     assert crashed["status"] == "crashed" and crashed["signal"] == "SIGSEGV"
+
+
+HANGING_COMPILE = """
+import time
+import torch
+import torch._inductor.config as inductor_config
+
+def stuck_pass(graph):
+    time.sleep(120)  # a compile that never finishes, inside Inductor's post-grad passes
+
+def test_compile_hangs_in_a_pass():
+    inductor_config.post_grad_custom_post_pass = stuck_pass
+    torch.compile(lambda x: x.cos() * 2, backend="inductor")(torch.ones(4))
+"""
+
+
+def test_a_timed_out_compile_carries_the_stage_it_was_in(instep, tmp_path):
+    write(tmp_path, "test_hang.py", HANGING_COMPILE)
+    result = instep("run", "test_hang.py", "--run", "hang", "--timeout", "25")
+    assert result.code == 1, result.err
+    case = by_case(show(instep, "hang"))["test_compile_hangs_in_a_pass"]
+    assert case["status"] == "timeout"
+    assert case["stage"] == "lowering", case  # the doctor's stage, not the pytest phase
+    evidence = case["evidence"]
+    assert evidence["pytest_phase"] == "call"
+    assert evidence["compile_stage"] == "lowering"
+    assert "post_grad" in evidence["compile_event"]
+    assert "compile stage lowering" in case["message"]

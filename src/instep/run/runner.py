@@ -442,6 +442,8 @@ def _note_stack_layer(data: dict[str, Any], profile: Profile) -> None:
     """
     if data.get("status") not in ("crashed", "timeout"):
         return
+    if (data.get("evidence") or {}).get("stack_layer"):
+        return  # the worker host read the running compile stage: that is better evidence
     chain = data.get("exception_chain") or []
     frames = chain[0].get("frames", []) if chain else []
     for frame in reversed(frames):

@@ -24,6 +24,7 @@ import mmap
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from multiprocessing.connection import Connection, wait
@@ -256,14 +257,28 @@ class HostSession:
         child.dump_and_kill()
         tails = self._tails()
         evidence = {"output_bytes": tails.pop("sizes"), "timeout_s": limit}
-        message = f"Timed out after {limit:g}s during {phase or 'startup'} of the case"
+        stage = phase
+        compiling = _compile_in_progress(self.workdir / STAGES_FILE)
+        if compiling:
+            stage = compiling.get("stage") or phase
+            evidence["pytest_phase"] = phase
+            evidence["compile_stage"] = compiling.get("stage")
+            if compiling.get("layer"):
+                evidence["stack_layer"] = compiling["layer"]  # what torch says it was doing
+            for key in ("event", "kernel", "name", "elapsed_s"):
+                if compiling.get(key) is not None:
+                    evidence[f"compile_{key}"] = compiling[key]
+        where = f"{phase or 'startup'} of the case" + (
+            f", in compile stage {stage}" if compiling else ""
+        )
+        message = f"Timed out after {limit:g}s during {where}"
         self.runner_out.send(
             {
                 "type": "outcome",
                 "nodeid": case["nodeid"],
                 "data": {
                     "status": "timeout",
-                    "stage": phase,
+                    "stage": stage,
                     "signal": "SIGKILL",
                     "message": message,
                     "exception_chain": _dump_chain("Timeout", message, tails["stderr_tail"]),
@@ -274,6 +289,67 @@ class HostSession:
                 },
             }
         )
+
+
+STAGES_FILE = "stages.json"
+
+
+class _CaseStages:
+    """The doctor's stage recorder around one case (None where torch is not in use).
+
+    Its snapshot file is what the worker host reads when the case times out: the compile
+    stage, event and kernel running at that moment (seed 000 6.12).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.recorder: Any = None
+
+    def __enter__(self) -> Any:
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        if "torch" not in sys.modules:
+            return None
+        from instep.doctor.stage_timing import StageRecorder
+
+        self.recorder = StageRecorder(snapshot_path=self.path)
+        _SNAPSHOTS[0] = self.recorder
+        return self.recorder.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.recorder is not None:
+            _SNAPSHOTS[0] = None
+            self.recorder.__exit__(*exc)
+
+
+_SNAPSHOTS: list[Any] = [None]  # the recorder of the case running in this process
+
+
+def _start_stage_snapshots(interval_s: float = 0.5) -> None:
+    """A daemon thread writing the running compile's stages twice a second."""
+
+    def loop() -> None:
+        while True:
+            time.sleep(interval_s)
+            rec = _SNAPSHOTS[0]
+            if rec is not None:
+                with contextlib.suppress(Exception):
+                    if rec.active():
+                        rec.write_snapshot(force=True)
+
+    threading.Thread(target=loop, name="instep-stage-snapshots", daemon=True).start()
+
+
+def _compile_in_progress(path: Path) -> dict[str, Any] | None:
+    """The innermost compile that was running at the last snapshot, if any."""
+    import json
+
+    try:
+        snapshot = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    active = snapshot.get("active") or []
+    return active[0] if active and isinstance(active[0], dict) else None
 
 
 def _dump_chain(kind: str, message: str, stderr_tail: str) -> list[dict[str, Any]]:
@@ -441,6 +517,8 @@ def _child_main(host: HostSession, requests: Connection, events: Connection) -> 
 
     recorder.on_phase = on_phase
     isolate_case = settings["isolate"] == "case"
+    stages_path = host.workdir / STAGES_FILE
+    _start_stage_snapshots()
     while True:
         try:
             chunk: list[str] = requests.recv()
@@ -462,8 +540,14 @@ def _child_main(host: HostSession, requests: Connection, events: Connection) -> 
                 following = chunk[index + 1] if index + 1 < len(chunk) else None
                 nextitem = host.items.get(following) if following else None
                 recorder.begin(nodeid)
-                item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+                with _CaseStages(stages_path) as stages:
+                    item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
                 data = recorder.finish()
+                if stages is not None and stages.graphs:
+                    from instep.doctor.stage_timing import stage_totals
+
+                    graphs = stages.as_dict().get("graphs", [])
+                    data.setdefault("evidence", {})["compile_stages"] = stage_totals(graphs)
             sys.stdout.flush()
             sys.stderr.flush()
             data["stdout_tail"], out_size = read_tail(out_path)
