@@ -547,9 +547,10 @@ class _Analysis:
             if idx is None:
                 memo[target] = {}
             else:
-                methods = memo.setdefault(
-                    f"<methods>{module}", call_paths.methods_by_name(idx.symbols)
-                )
+                key = f"<methods>{module}"
+                if key not in memo:  # (setdefault would build the table on every call)
+                    memo[key] = call_paths.methods_by_name(idx.symbols)
+                methods = memo[key]
                 targets = set(changed_in_module[module])
                 memo[target] = call_paths.reached(idx.symbols, rest, targets, methods=methods)
         for qual, chain in memo[target].items():
@@ -702,6 +703,8 @@ class _Analysis:
 
 def _relevant_keys(c: SymbolChange) -> set[str]:
     """Registration keys a change is about: a table's added/removed entries, else all."""
+    if not (c.old and c.old.registrations) and not (c.new and c.new.registrations):
+        return set()
     old = {r.key for r in c.old.registrations} if c.old else set()
     new = {r.key for r in c.new.registrations} if c.new else set()
     if c.symbol_kind in (SymbolKind.ASSIGNMENT, SymbolKind.CLASS_ATTRIBUTE):
