@@ -168,18 +168,13 @@ def parse_version(text: str | None) -> tuple[int, ...] | None:
 
 
 def snapshot_version(snapshot, label: str | None) -> tuple[int, ...] | None:
-    """The torch version of an upstream snapshot: torch/version.py, version.txt, the label."""
+    """The torch version of an upstream snapshot: torch/version.py, else the pip label."""
     paths = set(snapshot.paths())
     for candidate in ("torch/version.py",):
         if candidate in paths:
             m = _VERSION_RE.search(snapshot.read(candidate).decode("utf-8", "replace"))
             if m:
                 return parse_version(m.group(1))
-    read_text = getattr(snapshot, "read_text_file", None)
-    if read_text is not None:
-        text = read_text("version.txt")
-        if text:
-            return parse_version(text)
     return parse_version(label.split("==", 1)[1]) if label and "==" in label else None
 
 
@@ -198,6 +193,7 @@ class _Analysis:
         self.stage_of = lambda path: stages.stage_for(path, req.stage_map or None)
         self.timings: dict[str, float] = {}
         self.stats: dict[str, object] = {}
+        self._line_memo: dict[object, tuple[list[str] | None, list[str] | None]] = {}
 
     def _timed(self, name: str, start: float) -> None:
         self.timings[name] = round(time.perf_counter() - start, 3)
@@ -618,7 +614,7 @@ class _Analysis:
 
         ``key`` is the path (release) or (unit id, path) (a history: one pair per commit).
         """
-        memo = self.__dict__.setdefault("_line_memo", {})
+        memo = self._line_memo
         if key not in memo:
             old_b, new_b = self.texts.get(key, (None, None))
             memo[key] = tuple(
@@ -626,6 +622,14 @@ class _Analysis:
                 for b in (old_b, new_b)
             )
         return memo[key]
+
+    def close(self) -> None:
+        """Stop what the snapshots hold open (git cat-file processes, wheel files)."""
+        for name in ("old", "new", "down_snapshot"):
+            snapshot = getattr(self, name, None)
+            close = getattr(snapshot, "close", None)
+            if close is not None:
+                close()
 
     # report --------------------------------------------------------------------------
 
@@ -771,6 +775,10 @@ def _release_title(uid: str, changes: list[SymbolChange]) -> str:
 def analyse(req: ImpactRequest) -> ImpactReport:
     """Run the whole analysis; warnings about skipped inputs end up in the report."""
     with _collect_warnings() as warnings:
-        report = _Analysis(req).run()
+        analysis = _Analysis(req)
+        try:
+            report = analysis.run()
+        finally:
+            analysis.close()
     report.warnings.extend(dict.fromkeys(warnings))
     return report

@@ -521,18 +521,8 @@ class _Visitor:
                 head = a.name.split(".", 1)[0]
                 self.bind(head, head)
             if self.is_up(a.name):
-                txt = f"import {a.name}" + (f" as {a.asname}" if a.asname else "")
-                self.refs.append(
-                    Reference(
-                        CouplingKind.IMPORT_USE,
-                        a.name,
-                        self.path,
-                        node.lineno,
-                        _snippet(self.lines, node.lineno),
-                        detail=txt,
-                        owner=self.owner(),
-                    )
-                )
+                alias = f" as {a.asname}" if a.asname else ""
+                self.import_ref(a.name, node.lineno, f"import {a.name}{alias}")
 
     def v_ImportFrom(self, node: ast.ImportFrom) -> None:
         mod = self.abs_module(node)
@@ -544,18 +534,22 @@ class _Visitor:
             if self.is_own(target):
                 self.dn_imports.append((target, node.lineno, self.owner()))
             if self.is_up(mod):
-                txt = f"from {mod} import {a.name}" + (f" as {a.asname}" if a.asname else "")
-                self.refs.append(
-                    Reference(
-                        CouplingKind.IMPORT_USE,
-                        target,
-                        self.path,
-                        node.lineno,
-                        _snippet(self.lines, node.lineno),
-                        detail=txt,
-                        owner=self.owner(),
-                    )
-                )
+                alias = f" as {a.asname}" if a.asname else ""
+                self.import_ref(target, node.lineno, f"from {mod} import {a.name}{alias}")
+
+    def import_ref(self, target: str, line: int, text: str) -> None:
+        """Every import line of an upstream name is kept as a reference."""
+        self.refs.append(
+            Reference(
+                CouplingKind.IMPORT_USE,
+                target,
+                self.path,
+                line,
+                _snippet(self.lines, line),
+                detail=text,
+                owner=self.owner(),
+            )
+        )
 
     def v_Name(self, node: ast.Name) -> None:
         if not isinstance(node.ctx, ast.Load):
