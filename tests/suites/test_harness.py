@@ -163,3 +163,16 @@ def test_l5_marks_listed_cases_xfail_and_skips_cuda_only_ops(tmp_path):
     assert "1 passed, 1 xfailed" in proc.stdout
     assert "XFAIL" in proc.stdout and "allclose" in proc.stdout and "dynamo" in proc.stdout
     assert "jiterator" not in proc.stdout.split("short test summary")[0]
+
+
+def test_enumeration_for_a_device_runs_in_a_child_process():
+    # importing op_db evaluates device capabilities; for a device that must not happen in
+    # the fork server, so enumeration for any device but the CPU runs in a child
+    import sys
+
+    from instep.suites.opinfo.harness import enumerate_cases
+
+    before = "torch.testing._internal.common_methods_invocations" in sys.modules
+    cases = enumerate_cases("meta", ("float32",), ("abs", "add"), 0)
+    assert [c.id for c in cases] == ["abs-float32", "add-float32"]
+    assert ("torch.testing._internal.common_methods_invocations" in sys.modules) == before

@@ -19,7 +19,6 @@ instep's own process never imports torch here. Nothing is rendered or fixed.
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import shutil
 import subprocess
@@ -31,9 +30,9 @@ from typing import Any
 
 from instep.errors import MissingDependency
 from instep.profiles import Profile
+from instep.user_python import ANSWER_MARK, run_script
 
 CHECK_TIMEOUT_S = 300
-_MARK = "\n@@INSTEP-ENV@@"
 
 _CHECK_SCRIPT = r"""
 import importlib
@@ -220,8 +219,8 @@ if torch is not None:
     except BaseException as exc:
         add("device_op_overrides", "fail", describe(exc))
 
-sys.stdout.write("\n@@INSTEP-ENV@@" + json.dumps(checks))
-"""
+sys.stdout.write(ANSWER_MARK + json.dumps(checks))
+""".replace("ANSWER_MARK", repr(ANSWER_MARK))
 
 
 class CheckStatus(str, Enum):
@@ -291,38 +290,17 @@ def run_env_checks(
 ) -> list[EnvCheck]:
     """Run the checks in a subprocess of ``python`` in ``cwd``; the profile env applies."""
     python = python or sys.executable
-    payload = json.dumps(
-        {
-            "backend_package": profile.backend_package,
-            "device_type": profile.device_type,
-            "dynamo_backend": profile.dynamo_backend,
-        }
-    )
+    payload = {
+        "backend_package": profile.backend_package,
+        "device_type": profile.device_type,
+        "dynamo_backend": profile.dynamo_backend,
+    }
     child_env = {**os.environ, **profile.env, **(env or {})}
-    try:
-        proc = subprocess.run(
-            [python, "-c", _CHECK_SCRIPT, payload],
-            capture_output=True,
-            text=True,
-            timeout=CHECK_TIMEOUT_S,
-            env=child_env,
-            cwd=cwd,
-        )
-    except subprocess.TimeoutExpired:
-        return [EnvCheck("checks", CheckStatus.FAIL, f"timed out after {CHECK_TIMEOUT_S}s")]
-    except OSError as exc:
-        return [EnvCheck("checks", CheckStatus.FAIL, f"cannot run {python}: {exc}")]
-    marker = proc.stdout.rfind(_MARK)
-    if marker < 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        return [
-            EnvCheck(
-                "checks",
-                CheckStatus.FAIL,
-                f"the check process died (exit {proc.returncode}): {tail[0]}",
-            )
-        ]
-    raw = json.loads(proc.stdout[marker + len(_MARK) :])
+    raw, error = run_script(
+        _CHECK_SCRIPT, payload, python=python, env=child_env, cwd=cwd, timeout=CHECK_TIMEOUT_S
+    )
+    if error is not None:
+        return [EnvCheck("checks", CheckStatus.FAIL, f"the check process failed: {error}")]
     return [
         EnvCheck(c["name"], CheckStatus(c["status"]), c["detail"], c.get("data") or {}) for c in raw
     ]

@@ -11,7 +11,6 @@ renders output.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -22,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from instep.profiles import Profile, VersionProbe
+from instep.user_python import ANSWER_MARK, run_script
 
 PROBE_TIMEOUT_S = 120
-_MARK = "\n@@INSTEP-PROBES@@"
 
 # Plain multi-line Python (seed 000 6.1: no clever one-liners in bootstraps).
 _PROBE_SCRIPT = r"""
@@ -50,8 +49,8 @@ for probe in probes:
             out[probe["name"]] = {"value": buf.getvalue().strip()}
     except BaseException as exc:
         out[probe["name"]] = {"error": type(exc).__name__ + ": " + str(exc)[:300]}
-sys.stdout.write("\n@@INSTEP-PROBES@@" + json.dumps(out))
-"""
+sys.stdout.write(ANSWER_MARK + json.dumps(out))
+""".replace("ANSWER_MARK", repr(ANSWER_MARK))
 
 
 @dataclass
@@ -128,24 +127,18 @@ def read_version_matrix(
     ]
     process_error: str | None = None
     if in_python:
-        payload = json.dumps([p.model_dump(exclude_none=True) for p in in_python])
-        try:
-            proc = subprocess.run(
-                [python, "-c", _PROBE_SCRIPT, payload],
-                capture_output=True,
-                text=True,
-                timeout=PROBE_TIMEOUT_S,
-                env=child_env,
-                cwd=cwd,
-            )
-            marker = proc.stdout.rfind(_MARK)
-            if marker >= 0:
-                answers.update(json.loads(proc.stdout[marker + len(_MARK) :]))
-            else:
-                tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-                process_error = f"probe process exited {proc.returncode}: {tail[0]}"
-        except (subprocess.TimeoutExpired, OSError, ValueError) as exc:
-            process_error = f"probe process failed: {' '.join(str(exc).split())}"
+        got, error = run_script(
+            _PROBE_SCRIPT,
+            [p.model_dump(exclude_none=True) for p in in_python],
+            python=python,
+            env=child_env,
+            cwd=cwd,
+            timeout=PROBE_TIMEOUT_S,
+        )
+        if error is None:
+            answers.update(got)
+        else:
+            process_error = f"probe process: {error}"
     matrix = VersionMatrix(python=python)
     for probe in profile.version_probes:
         result = ProbeResult(probe.name, _source_of(probe), optional=probe.optional)

@@ -74,32 +74,21 @@ def enumerate_cases(
     """
     if device == "cpu":
         return _enumerate_here(device, dtypes, only, limit)
-    import json
-    import subprocess
-    import sys
+    from instep.user_python import run_script
 
-    request = json.dumps([device, list(dtypes), list(only), limit])
-    proc = subprocess.run(
-        [sys.executable, "-c", _ENUMERATE_CHILD, request],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    marker = proc.stdout.rfind(_MARK)
-    if proc.returncode != 0 or marker < 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise RuntimeError(f"enumerating OpInfo cases for {device} failed: {tail[0]}")
-    pairs = json.loads(proc.stdout[marker + len(_MARK) :])
+    pairs, error = run_script(_ENUMERATE_CHILD, [device, list(dtypes), list(only), limit])
+    if error is not None:
+        raise RuntimeError(f"enumerating OpInfo cases for {device} failed: {error}")
     return [OpCase(name, dtype) for name, dtype in pairs]
 
 
-_MARK = "\n@@INSTEP-OPINFO@@"
-_ENUMERATE_CHILD = f"""
+_ENUMERATE_CHILD = """
 import json, sys
 from instep.suites.opinfo.harness import _enumerate_here
+from instep.user_python import ANSWER_MARK
 device, dtypes, only, limit = json.loads(sys.argv[1])
 cases = _enumerate_here(device, tuple(dtypes), tuple(only), limit)
-sys.stdout.write({_MARK!r} + json.dumps([[c.op_name, c.dtype] for c in cases]))
+sys.stdout.write(ANSWER_MARK + json.dumps([[c.op_name, c.dtype] for c in cases]))
 """
 
 
