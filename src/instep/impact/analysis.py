@@ -14,12 +14,14 @@ import os
 import re
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from fnmatch import fnmatch
 from pathlib import Path
+from typing import TypeVar
 
 from instep.errors import BadInput
 from instep.impact import call_paths
@@ -37,6 +39,8 @@ from instep.impact.model import (
 )
 from instep.impact.upstream_resolver import UpstreamResolver
 from instep.impact.verdicts import decide, judge_unit
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -198,6 +202,13 @@ class _Analysis:
     def _timed(self, name: str, start: float) -> None:
         self.timings[name] = round(time.perf_counter() - start, 3)
 
+    def _timed_stage(self, name: str, stage: Callable[[], T]) -> T:
+        start = time.perf_counter()
+        try:
+            return stage()
+        finally:
+            self._timed(name, start)
+
     def _excluded(self, path: str) -> bool:
         """Paths left out of the symbol diff: ``--exclude`` globs, and upstream tests
         (they are suggested tests, not symbols a backend depends on)."""
@@ -264,13 +275,20 @@ class _Analysis:
         self.texts: dict[object, tuple[bytes | None, bytes | None]] = {}
         per_unit: list[list[SymbolChange]] = []
         if self.mode == "release":
+            from instep.impact.indexing import diff_versions
+
             cache = ContentCache(self.cache_root, "symbols") if self.cache_root else None
-            results = symbol_diff.diff_file_batch(pairs, self.stage_of, cache=cache, jobs=self.jobs)
-            for (path, old, new), (new_index, changes) in zip(pairs, results, strict=True):
-                if new_index is not None:
-                    self.new_indexes[path] = new_index
+            # with a cache the new indexes stay there until the resolver asks for one
+            version_diff = diff_versions(
+                pairs, self.stage_of, cache=cache, jobs=self.jobs, ship_new=cache is None
+            )
+            self.version_diff = version_diff
+            by_path: dict[str, list[SymbolChange]] = defaultdict(list)
+            for change in version_diff.changes:
+                by_path[change.path].append(change)
+            for path, old, new in pairs:
                 self.texts[path] = (old, new)
-                per_unit.append(list(changes))
+                per_unit.append(by_path.get(path, []))
         else:
             # a history: each file's versions chained, moves matched per commit/patch
             from instep.impact import history_diff
@@ -363,10 +381,13 @@ class _Analysis:
 
         cache = ContentCache(self.cache_root, "symbols-full") if self.cache_root else None
         known = self.new_indexes
+        changed = getattr(self, "version_diff", None)
 
         def load(path: str):
             if path in known:
                 return known[path]
+            if changed is not None and path in changed.keys:
+                return changed.index(path, "new")
             data = self.new.read(path)
             key = None
             if cache is not None:
@@ -640,11 +661,17 @@ class _Analysis:
         self.new_version = snapshot_version(self.new, self.labels.get("new"))
         self.old_version = snapshot_version(self.old, self.labels.get("old"))
         t = time.perf_counter()
-        units = self.diff_units(raw)
-        self._timed("symbol_diff", t)
-        t = time.perf_counter()
-        down = self.downstream_index()
-        self._timed("downstream_index", t)
+        if self.jobs > 1:
+            # the two indexing stages are independent: overlap them, so that neither's
+            # serial parts (reading results, cross-file passes) leave the cores idle
+            with ThreadPoolExecutor(1, thread_name_prefix="instep-downstream") as side:
+                pending = side.submit(self._timed_stage, "downstream_index", self.downstream_index)
+                units = self._timed_stage("symbol_diff", lambda: self.diff_units(raw))
+                down = pending.result()
+        else:
+            units = self._timed_stage("symbol_diff", lambda: self.diff_units(raw))
+            down = self._timed_stage("downstream_index", self.downstream_index)
+        self._timed("indexing", t)
         t = time.perf_counter()
         couplings = self.join(units, down)
         self._timed("join", t)
@@ -780,5 +807,5 @@ def analyse(req: ImpactRequest) -> ImpactReport:
             report = analysis.run()
         finally:
             analysis.close()
-    report.warnings.extend(dict.fromkeys(warnings))
+    report.warnings.extend(sorted(dict.fromkeys(warnings)))  # stages overlap: sort
     return report

@@ -53,6 +53,7 @@ from instep.impact.registrations import (
     registrations_of_decorators,
     registry_entries,
 )
+from instep.impact.unparse import unparse
 from instep.impact.version_gates import GateLookup, GateSpan, gate_spans
 from instep.tomlfile import parse_toml
 
@@ -663,7 +664,7 @@ class _Visitor:
             qual,
             start,
             end,
-            ast.unparse(node.args),  # type: ignore[attr-defined]
+            unparse(node.args),  # type: ignore[attr-defined]
             forks.body_hash_of_lines(self.norm[body_start - 1 : end]),
             forks.fingerprint_of_lines(self.grams[start - 1 : end]),
             regs,
@@ -1496,8 +1497,18 @@ def _index_one(args: tuple[str, bytes, tuple[str, ...]]) -> DownstreamFileIndex:
         )
 
 
-def _index_chunk(chunk: list[tuple[str, bytes, tuple[str, ...]]]) -> list[DownstreamFileIndex]:
-    return [_index_one(a) for a in chunk]
+def _index_chunk(
+    chunk: list[tuple[str, bytes, tuple[str, ...]]],
+    keys: dict[str, str] | None = None,
+    cache: ContentCache | None = None,
+) -> list[DownstreamFileIndex]:
+    """Index a chunk of files; with a cache, write each result there (in the worker, so
+    that a cold run's cache writes are parallel too)."""
+    out = [_index_one(a) for a in chunk]
+    if cache is not None and keys is not None:
+        for r in out:
+            cache.put(keys[r.path], r)
+    return out
 
 
 def index_downstream(
@@ -1522,6 +1533,7 @@ def index_downstream(
             todo.append((path, data, roots))
     jobs = jobs or os.cpu_count() or 1
     results: list[DownstreamFileIndex]
+    stored = False
     if jobs <= 1 or len(todo) < 8:
         results = [_index_one(a) for a in todo]
     else:
@@ -1533,7 +1545,12 @@ def index_downstream(
 
             ctx = multiprocessing.get_context("fork") if os.name == "posix" else None
             with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-                results = [r for part in pool.map(_index_chunk, chunks) for r in part]
+                work = [
+                    pool.submit(_index_chunk, c, {a[0]: keys[a[0]] for a in c}, cache)
+                    for c in chunks
+                ]
+                results = [r for w in work for r in w.result()]
+            stored = cache is not None
         except (OSError, RuntimeError) as exc:  # no processes available: do it here
             log.warning("cannot start %d index workers (%s); indexing in one process", jobs, exc)
             results = [_index_one(a) for a in todo]
@@ -1541,7 +1558,7 @@ def index_downstream(
         files[r.path] = r
         if r.error:
             log.warning("%s", r.error)
-        if cache is not None:
+        if cache is not None and not stored:
             cache.put(keys[r.path], r)
     ordered = {p: files[p] for p in keys if p in files}
     return DownstreamIndex(ordered, roots)

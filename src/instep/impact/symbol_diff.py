@@ -38,6 +38,7 @@ from instep.impact.symbols import (
     index_against,
     index_text,
 )
+from instep.impact.unparse import unparse
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ def _without_defaults(signature: str) -> str:
     assert isinstance(fn, ast.FunctionDef)
     fn.args.defaults = []
     fn.args.kw_defaults = [None] * len(fn.args.kwonlyargs)
-    return ast.unparse(fn.args)
+    return unparse(fn.args)
 
 
 def _reg_keys(sym: Symbol) -> set[str]:

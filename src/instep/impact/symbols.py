@@ -29,7 +29,10 @@ import hashlib
 import io
 import logging
 import tokenize
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
+from typing import Any
 
 from instep.impact.model import Registration, Symbol, SymbolKind, module_of
 from instep.impact.registrations import (
@@ -39,6 +42,7 @@ from instep.impact.registrations import (
     registrations_of_decorators,
     registry_entries,
 )
+from instep.impact.unparse import unparse
 
 log = logging.getLogger(__name__)
 
@@ -143,14 +147,18 @@ _PARSE_ERRORS = (SyntaxError, UnicodeDecodeError, LookupError, ValueError, Recur
 # ---------------------------------------------------------------- normalised hashing
 
 _SKIP_FIELDS = frozenset({"ctx", "kind", "type_comment"})
-_FIELDS: dict[type, tuple[str, ...]] = {}
+# per node class: its name and a getter of its fields (None: no fields; a tuple getter
+# when there are several), fields in a fixed order without positions or contexts
+_SHAPES: dict[type, tuple[str, Callable[[Any], Any] | None, bool]] = {}
 
 
-def _fields(cls: type) -> tuple[str, ...]:
-    f = _FIELDS.get(cls)
-    if f is None:
-        f = _FIELDS[cls] = tuple(x for x in cls._fields if x not in _SKIP_FIELDS)
-    return f
+def _shape(cls: type) -> tuple[str, Callable[[Any], Any] | None, bool]:
+    shape = _SHAPES.get(cls)
+    if shape is None:
+        names = tuple(x for x in cls._fields if x not in _SKIP_FIELDS)
+        getter = attrgetter(*names) if names else None
+        shape = _SHAPES[cls] = (cls.__name__, getter, len(names) > 1)
+    return shape
 
 
 def _serialise(nodes: list, out: list[str], calls: list[ast.expr] | None) -> None:
@@ -158,15 +166,15 @@ def _serialise(nodes: list, out: list[str], calls: list[ast.expr] | None) -> Non
 
     Node names, then their fields in a fixed order (lists prefixed by their length), so
     the token stream determines the tree. Name, Constant and Attribute, the most common
-    nodes, take a fast path.
+    nodes, take a fast path; other nodes' fields are read by one ``attrgetter`` call.
     """
     stack: list = list(nodes)
     pop = stack.pop
     push = stack.append
     extend = stack.extend
     append = out.append
-    fields = _FIELDS
-    Name, Constant, Attribute, Call = ast.Name, ast.Constant, ast.Attribute, ast.Call
+    shapes = _SHAPES
+    Name, Constant, Attribute, Call, AST = ast.Name, ast.Constant, ast.Attribute, ast.Call, ast.AST
     while stack:
         n = pop()
         cls = n.__class__
@@ -185,12 +193,21 @@ def _serialise(nodes: list, out: list[str], calls: list[ast.expr] | None) -> Non
             extend(n)
         elif n is None:
             append("-")
-        elif isinstance(n, ast.AST):
-            append(cls.__name__)
+        elif isinstance(n, AST):
+            name, getter, many = shapes.get(cls) or _shape(cls)
+            append(name)
             if cls is Call and calls is not None:
                 calls.append(n.func)
-            for f in fields.get(cls) or _fields(cls):
-                push(getattr(n, f, None))
+            if getter is None:
+                continue
+            try:
+                if many:
+                    extend(getter(n))
+                else:
+                    push(getter(n))
+            except AttributeError:  # a node built without an optional field
+                names = tuple(x for x in cls._fields if x not in _SKIP_FIELDS)
+                extend(getattr(n, f, None) for f in names)
         else:
             append(repr(n))
 
@@ -256,7 +273,7 @@ def _short(text: str, limit: int) -> str:
 
 def _unparse(node: ast.AST, limit: int = VALUE_DISPLAY_CHARS) -> str:
     try:
-        return _short(ast.unparse(node), limit)
+        return _short(unparse(node), limit)
     except Exception:  # pragma: no cover - unparse of exotic nodes
         return "<?>"
 
@@ -401,7 +418,7 @@ class _Indexer:
             kind=kind,
             line=node.lineno,
             end_line=node.end_lineno or node.lineno,
-            signature=ast.unparse(node.args),
+            signature=unparse(node.args),
             body_hash=_digest(tokens),
             decorators=tuple(_unparse(d) for d in node.decorator_list),
             calls=_call_names(funcs) | inner_calls,
