@@ -70,11 +70,13 @@ def _setup_logging(level: int) -> None:
 def _register_commands() -> None:
     # Each module adds its commands to `cli`; --help lists them alphabetically.
     from instep.cli import (
+        bundle_cmd,
         compare_cmd,
         doctor_cmd,
         impact_cmd,
         merge_cmd,
         profile_cmd,
+        report_cmd,
         run_cmd,
         runs_cmd,
         selftest_cmd,
@@ -95,6 +97,8 @@ def _register_commands() -> None:
         compare_cmd,
         selftest_cmd,
         tier_cmd,
+        report_cmd,
+        bundle_cmd,
     ):
         module.register(cli)
 

@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import Engine, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, contains_eager
 
 from instep.errors import BadInput, MissingInput
 from instep.store.database import describe, open_engine
@@ -241,15 +241,14 @@ class Store:
             query = (
                 select(Outcome)
                 .join(RunCase, (RunCase.case_id == Outcome.case_id) & (RunCase.run_id == run_id))
+                .join(Outcome.case)
+                .options(contains_eager(Outcome.case))  # cases in the same query, not one each
                 .where(Outcome.run_id == run_id)
                 .order_by(RunCase.position, Outcome.attempt)
             )
             if final_only:
                 query = query.where(Outcome.final.is_(True))
-            result = list(s.scalars(query))
-            for o in result:
-                _ = o.case.nodeid  # load while the session is open
-            return result
+            return list(s.scalars(query))
 
     def status_counts(self, run_id: int) -> Counter[str]:
         with self.session() as s:
