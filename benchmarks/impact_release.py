@@ -1,18 +1,23 @@
 """Benchmark: `instep impact` on the torch 2.13.0 -> 2.14.1 release vs griffe, same run.
 
-Measures, each in its own child process (wall seconds and peak RSS from wait4):
+Measures, each in its own child process pinned to ``--cpus`` CPUs (default 2, the
+target machine; wall seconds and peak RSS from wait4):
   1. instep cold: release diff torch==2.13.0 -> torch==2.14.1 against torch-npu==2.13.0,
      empty analysis cache (wheels already downloaded, so pip is not timed);
-  2. instep warm: the same with the cache from run 1;
-  3. griffe: load torch._inductor from both versions and `find_breaking_changes`.
+  2. instep warm: the same again (nothing changed: the remembered report);
+  3. instep warm, one downstream file edited: the per-file caches answer all but one
+     file (the everyday re-run while adapting the backend);
+  4. griffe: load torch._inductor from both versions and `find_breaking_changes`;
+  5. instep on griffe's scope: the symbol diff of torch/_inductor alone, cold.
 Prints the figures and the ratios (targets: cold <= 20 s, >= 5x faster than griffe,
 warm <= 3 s, peak RSS <= 2 GB). Needs `pip install -e .[bench]` (griffe) and the wheels
-reachable by `pip download` (they lie on local disk here).
+reachable by `pip download` (they lie on local disk here), or --old/--new/--down given
+as wheels or source trees.
 
 Also measures per-commit mode on a generated git history with torch-sized files
 (target >= 20 commits/s).
 
-Usage: python benchmarks/impact_release.py [--commits 60] [--skip-release]
+Usage: python benchmarks/impact_release.py [--commits 60] [--skip-release] [--cpus 2]
 """
 
 from __future__ import annotations
@@ -30,11 +35,20 @@ from pathlib import Path
 OLD, NEW, DOWN = "torch==2.13.0", "torch==2.14.1", "torch-npu==2.13.0"
 
 
+CPUS: set[int] | None = None  # the CPUs every child is pinned to (--cpus)
+
+
+def _pin() -> None:
+    if CPUS:
+        os.sched_setaffinity(0, CPUS)
+
+
 def run_child(code: str, env: dict[str, str] | None = None) -> tuple[float, float, str]:
     """Run python -c CODE; return (wall s, peak RSS MiB, stdout)."""
     start = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-c", code],
+        preexec_fn=_pin,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**os.environ, **(env or {})},
@@ -88,25 +102,80 @@ def extract(wheel: Path, dest: Path) -> Path:
     return dest
 
 
-def release(tmp: Path) -> None:
-    wheels = tmp / "wheels-cache"
-    for spec in (OLD, NEW, DOWN):  # download outside the timed runs
-        wheel_path(spec, wheels)
+SCOPE = """
+import sys, time
+from pathlib import Path
+from instep.impact.cache import ContentCache
+from instep.impact.indexing import diff_versions
+old, new = Path({old!r}), Path({new!r})
+paths = sorted({{p.relative_to(r).as_posix() for r in (old, new)
+                for p in r.rglob("*.py") if "_inductor" in p.parts}})
+read = lambda r, p: (r / p).read_bytes() if (r / p).is_file() else None
+pairs = [(p, read(old, p), read(new, p)) for p in paths]
+d = diff_versions(pairs, cache=ContentCache(Path({cache!r}), "symbols"), jobs=2)
+print("files", len(paths), "symbol changes", len(d.changes))
+"""
+
+
+def _inputs(tmp: Path, args: argparse.Namespace) -> tuple[str, str, str]:
+    """The three inputs as local paths (pip specs downloaded once, outside the timings)."""
+    out = []
+    for spec in (args.old, args.new, args.down):
+        path = Path(spec)
+        out.append(str(path if path.exists() else wheel_path(spec, tmp / "wheels-cache")))
+    return out[0], out[1], out[2]
+
+
+def _tree(source: str, dest: Path, only: str | None = None) -> Path:
+    """``source`` (a wheel or a tree) as a tree of .py files under ``dest``."""
+    if Path(source).is_dir():
+        if only is None:
+            shutil.copytree(source, dest, ignore=shutil.ignore_patterns("*.so*", "*.a"))
+            return dest
+        src = Path(source)
+        for p in src.rglob("*.py"):
+            if only in p.relative_to(src).as_posix() or p.relative_to(src).as_posix() in (
+                "torch/__init__.py",
+            ):
+                (dest / p.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(p, dest / p.relative_to(src))
+        return dest
+    with zipfile.ZipFile(source) as zf:
+        for m in zf.namelist():
+            if m.endswith(".py") and (only is None or only in m or m == "torch/__init__.py"):
+                zf.extract(m, dest)
+    return dest
+
+
+def release(tmp: Path, args: argparse.Namespace) -> None:
+    old, new, down = _inputs(tmp, args)
     cache = tmp / "cache"
-    shutil.copytree(wheels / "wheels", cache / "wheels")
-    code = INSTEP.format(down=DOWN, old=OLD, new=NEW, cache=str(cache))
+    code = INSTEP.format(down=down, old=old, new=new, cache=str(cache))
     cold, cold_rss, out = run_child(code)
     print(f"instep cold : {cold:6.2f} s  peak RSS {cold_rss:7.0f} MiB   {out.strip()}")
     warm, warm_rss, out = run_child(code)
-    print(f"instep warm : {warm:6.2f} s  peak RSS {warm_rss:7.0f} MiB")
-    old_root = extract(wheel_path(OLD, wheels), tmp / "old")
-    new_root = extract(wheel_path(NEW, wheels), tmp / "new")
+    print(f"instep warm : {warm:6.2f} s  peak RSS {warm_rss:7.0f} MiB   (unchanged inputs)")
+    # the everyday re-run: one downstream file edited since the last analysis
+    edited = _tree(down, tmp / "down-edited")
+    code = INSTEP.format(down=str(edited), old=old, new=new, cache=str(cache))
+    # same paths as in the wheel, so the per-file caches of the cold run apply
+    first = sorted(edited.rglob("*.py"))[len(list(edited.rglob("*.py"))) // 2]
+    first.write_text(first.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
+    edit, edit_rss, _ = run_child(code)
+    note = "(one downstream file edited)"
+    print(f"instep edit : {edit:6.2f} s  peak RSS {edit_rss:7.0f} MiB   {note}")
+    old_root = _tree(old, tmp / "old", only="torch/_inductor/")
+    new_root = _tree(new, tmp / "new", only="torch/_inductor/")
     g, g_rss, out = run_child(GRIFFE.format(old=str(old_root), new=str(new_root)))
     print(f"griffe      : {g:6.2f} s  peak RSS {g_rss:7.0f} MiB   {out.strip()}")
+    scope_code = SCOPE.format(old=str(old_root), new=str(new_root), cache=str(tmp / "c-scope"))
+    s, s_rss, out = run_child(scope_code)
+    print(f"instep scope: {s:6.2f} s  peak RSS {s_rss:7.0f} MiB   {out.strip()} (griffe's scope)")
     print(
-        f"ratio griffe/instep-cold = {g / cold:.2f}x (target >= 5x); "
+        f"ratio griffe/instep on griffe's scope = {g / s:.2f}x (target >= 5x); "
+        f"griffe/instep whole release cold = {g / cold:.2f}x; "
         f"cold {'OK' if cold <= 20 else 'SLOW'} (<= 20 s); warm {'OK' if warm <= 3 else 'SLOW'} "
-        f"(<= 3 s); RSS {'OK' if max(cold_rss, warm_rss) <= 2048 else 'HIGH'} (<= 2 GB)"
+        f"(<= 3 s); RSS {'OK' if max(cold_rss, warm_rss, edit_rss) <= 2048 else 'HIGH'} (<= 2 GB)"
     )
 
 
@@ -161,14 +230,22 @@ print(len(r.units))
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--commits", type=int, default=60)
+    ap.add_argument("--commits", type=int, default=60, help="0: skip per-commit mode")
     ap.add_argument("--skip-release", action="store_true")
+    ap.add_argument("--old", default=OLD, help="upstream old: pip spec, wheel or tree")
+    ap.add_argument("--new", default=NEW, help="upstream new: pip spec, wheel or tree")
+    ap.add_argument("--down", default=DOWN, help="downstream: pip spec, wheel or tree")
+    ap.add_argument("--cpus", type=int, default=2, help="pin every child to this many CPUs")
     args = ap.parse_args()
+    global CPUS
+    CPUS = set(sorted(os.sched_getaffinity(0))[: args.cpus]) if args.cpus else None
+    print(f"children pinned to CPUs {sorted(CPUS) if CPUS else 'all'}")
     with tempfile.TemporaryDirectory(prefix="instep-bench-") as tmpdir:
         tmp = Path(tmpdir)
         if not args.skip_release:
-            release(tmp)
-        per_commit(tmp, args.commits)
+            release(tmp, args)
+        if args.commits:
+            per_commit(tmp, args.commits)
 
 
 if __name__ == "__main__":

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import multiprocessing
 import os
 import re
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -198,6 +200,7 @@ class _Analysis:
         self.timings: dict[str, float] = {}
         self.stats: dict[str, object] = {}
         self._line_memo: dict[object, tuple[list[str] | None, list[str] | None]] = {}
+        self.remember: tuple[object, str] | None = None  # (ReportMemo, key) to store under
 
     def _timed(self, name: str, start: float) -> None:
         self.timings[name] = round(time.perf_counter() - start, 3)
@@ -362,12 +365,44 @@ class _Analysis:
 
     # downstream ----------------------------------------------------------------------
 
-    def downstream_index(self):
-        from instep.impact import coupling_index, sources
+    def _downstream_snapshot(self):
+        from instep.impact import sources
 
-        cache_dir = self.req.cache_dir or Path(".instep-cache")
-        snap = sources.open_snapshot(self.req.downstream, cache_dir)
-        self.down_snapshot = snap
+        if getattr(self, "down_snapshot", None) is None:
+            cache_dir = self.req.cache_dir or Path(".instep-cache")
+            self.down_snapshot = sources.open_snapshot(self.req.downstream, cache_dir)
+        return self.down_snapshot
+
+    def _memo_key(self) -> str | None:
+        """Key of the whole report (release diffs with a cache; see report_memo)."""
+        if self.mode != "release" or self.cache_root is None:
+            return None
+        from instep.impact.report_memo import report_key
+
+        req = self.req
+        request = {
+            "mode": self.mode,
+            "lang": req.lang,
+            "stage_map": sorted(req.stage_map.items()),
+            "exclude": list(req.exclude),
+            "min_supported": req.min_supported,
+            "large_file_changes": req.large_file_changes,
+            "labels": sorted(self.labels.items()),
+        }
+        down = self._downstream_snapshot()
+        return report_key(
+            request,
+            [
+                ("old", self.old, self.old.paths()),
+                ("new", self.new, self.new.paths()),
+                ("downstream", down, down.paths()),
+            ],
+        )
+
+    def downstream_index(self):
+        from instep.impact import coupling_index
+
+        snap = self._downstream_snapshot()
         items = [(p, snap.read(p)) for p in snap.paths() if not self._excluded(p)]
         cache = ContentCache(self.cache_root, "downstream") if self.cache_root else None
         index = coupling_index.index_downstream(items, cache=cache, jobs=self.jobs)
@@ -406,7 +441,6 @@ class _Analysis:
 
     def join(self, units: list[UpstreamChange], down) -> dict[int, list[Coupling]]:
         """Couplings per unit index: every downstream reference matched to the changes."""
-        from instep.impact import forks
 
         resolver = self.resolver()
         by_dotted: dict[str, list[tuple[int, SymbolChange]]] = defaultdict(list)
@@ -457,6 +491,9 @@ class _Analysis:
                 extra_facts=extra,
             )
 
+        # fork detection reads only the changes and the downstream functions: it runs in a
+        # forked child while this process matches the references
+        fork_refs_of = self._start_fork_refs(units, down)
         refs = list(down.references())
         self.stats["downstream_references"] = len(refs)
         overridden: set[tuple[str, str]] = set()  # (downstream class, member it defines)
@@ -492,7 +529,7 @@ class _Analysis:
                 self._path_couplings(target, r, resolver, changed_in_module, reach_memo, add)
 
         # forks: downstream functions that copy a changed upstream function
-        fork_refs = self._fork_refs(units, down, forks)
+        fork_refs = fork_refs_of()
         kept = 0
         for r in fork_refs:
             for i, c in by_dotted.get(r.target, []):
@@ -581,6 +618,31 @@ class _Analysis:
                     detail=f"via {' -> '.join(chain)}",
                 )
 
+    def _start_fork_refs(self, units, down) -> Callable[[], list[Reference]]:
+        """Start :meth:`_fork_refs` in a forked child when ``jobs`` > 1; the returned
+        callable gives its result (computed here when no child can be forked)."""
+        from instep.impact import forks
+
+        if self.jobs <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+            return lambda: self._fork_refs(units, down, forks)
+        global _FORK_JOB
+        _FORK_JOB = (self, units, down)
+        pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"))
+        try:
+            pending = pool.submit(_fork_refs_job)  # forks now: the child sees _FORK_JOB
+        finally:
+            _FORK_JOB = None
+            pool.shutdown(wait=False)
+
+        def result() -> list[Reference]:
+            try:
+                return pending.result()
+            except BrokenProcessPool:  # the child died (memory): do it here
+                log.warning("fork detection child died; detecting forks in this process")
+                return self._fork_refs(units, down, forks)
+
+        return result
+
     def _fork_refs(self, units, down, forks) -> list[Reference]:
         cands = []
         for u in units:
@@ -660,6 +722,21 @@ class _Analysis:
         self._timed("upstream_sources", t)
         self.new_version = snapshot_version(self.new, self.labels.get("new"))
         self.old_version = snapshot_version(self.old, self.labels.get("old"))
+        from instep.impact.report_memo import ReportMemo
+
+        memo = ReportMemo(self.cache_root)
+        memo_key = self._memo_key()
+        if memo_key is not None:
+            remembered = memo.get(memo_key)
+            self._timed("report_memo", t)
+            if remembered is not None:
+                remembered.generated_at = _now()
+                remembered.stats = {
+                    **remembered.stats,
+                    "report_memo": "hit",
+                    "timings_s": dict(self.timings),
+                }
+                return remembered
         t = time.perf_counter()
         if self.jobs > 1:
             # the two indexing stages are independent: overlap them, so that neither's
@@ -686,7 +763,7 @@ class _Analysis:
                 )
             )
         debt = self._compat_debt(down)
-        return ImpactReport(
+        report = ImpactReport(
             upstream={
                 "mode": self.mode,
                 **self.labels,
@@ -701,9 +778,11 @@ class _Analysis:
             units=impacts,
             compat_debt=debt,
             stats={"timings_s": self.timings, **self.stats},
-            generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            generated_at=_now(),
             lang=self.req.lang,
         )
+        self.remember = (memo, memo_key) if memo_key is not None else None
+        return report
 
     def _tests(self, unit: UpstreamChange, couplings: list[Coupling]) -> list[str]:
         tests = list(unit.upstream_tests)
@@ -783,6 +862,23 @@ def _exposed_member(member: str, c: SymbolChange) -> bool:
     return member in call_paths.CONSTRUCTION or not member.startswith("_")
 
 
+_FORK_JOB: tuple | None = None  # (analysis, units, downstream index) for the forked child
+
+
+def _fork_refs_job() -> list[Reference]:
+    """Body of the forked fork-detection child (state inherited through ``fork``)."""
+    from instep.impact import forks
+
+    assert _FORK_JOB is not None, "started without fork"
+    analysis, units, down = _FORK_JOB
+    analysis.jobs = 1  # the parent is busy with the references: no pool in the child
+    return analysis._fork_refs(units, down, forks)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def _v(version: tuple[int, ...] | None) -> str | None:
     return ".".join(map(str, version)) if version else None
 
@@ -807,5 +903,9 @@ def analyse(req: ImpactRequest) -> ImpactReport:
             report = analysis.run()
         finally:
             analysis.close()
-    report.warnings.extend(sorted(dict.fromkeys(warnings)))  # stages overlap: sort
+    # stages overlap, so warnings are sorted; a remembered report keeps its own
+    report.warnings = sorted(dict.fromkeys([*report.warnings, *warnings]))
+    if analysis.remember is not None:
+        memo, key = analysis.remember
+        memo.put(key, report)  # type: ignore[attr-defined]
     return report
