@@ -11,7 +11,7 @@ import pytest
 
 from instep.impact.unparse import unparse
 
-TRICKY = '''
+TRICKY = """
 def f(a, b: int = 1, /, c: "x" = 'q', *args: int, d, e: list[int] | None = None, **kw: str): ...
 def g(*, k=-1, j=(1,), i=(), h=[1, (2, 3)], g=1 .real, f=True .real, e=1.5, d=float("inf")): ...
 def h(x: Dict[str, Tuple[int, ...]], y: Optional[Callable[[int], str]] = None): ...
@@ -22,7 +22,7 @@ def l(x: a | b | c = {1: 2}, y: "A[B]" = {a}, z=f"{a}", w=a[b:c, d], v=a[*b]): .
 @a.b(c, d=e)
 @a[b].c
 class C(A, B[int], metaclass=M): ...
-'''
+"""
 
 
 def _targets(tree: ast.AST) -> typing.Iterator[ast.AST]:

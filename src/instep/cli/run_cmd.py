@@ -52,7 +52,10 @@ def _split_list(value: str | None) -> list[str]:
     "--tier", metavar="NAME", help="A tier (L0..L6 or the config's): its paths, -k, timeout."
 )
 @click.option(
-    "--workers", "-n", type=click.IntRange(min=1), help="Worker processes [devices or 1]."
+    "--workers",
+    "-n",
+    type=click.IntRange(min=1),
+    help="Worker processes [devices or 1]; with --engine ray, tasks in flight at most.",
 )
 @click.option("--devices", metavar="0,1", help="Device ids, one per worker, round robin.")
 @click.option(
@@ -99,6 +102,23 @@ def _split_list(value: str | None) -> list[str]:
     help="Extra argument for pytest (repeatable), e.g. --pytest-arg=-p=no:warnings.",
 )
 @click.option(
+    "--engine",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="Worker processes on this machine, or Ray tasks across a cluster (needs instep[ray]).",
+)
+@click.option(
+    "--address",
+    metavar="ADDR",
+    help="--engine ray: the cluster ('auto', 'ray://head:10001', 'head:6379') [start one here].",
+)
+@click.option(
+    "--ray-resource",
+    metavar="NAME",
+    help="--engine ray: the resource each case requests [profile's device_resource, else CPU].",
+)
+@click.option(
     "--bisect",
     is_flag=True,
     help="Re-run failed cases down eager -> aot_eager -> aot_eager_decomp_partition -> target"
@@ -125,6 +145,9 @@ def run_command(
     preimport: str | None,
     memory_limit: int | None,
     pytest_args: tuple[str, ...],
+    engine: str,
+    address: str | None,
+    ray_resource: str | None,
     bisect: bool,
 ) -> int:
     """Run PATHS (files, directories, node ids) with every case isolated, storing outcomes.
@@ -148,6 +171,10 @@ def run_command(
         isolate = isolate or tier_def.isolate
         pytest_args = (*tier_def.pytest_args(profile), *pytest_args)
     device_list = _split_list(devices)
+    if engine == "ray" and device_list:
+        raise BadInput("--devices: with --engine ray, Ray grants each task its device")
+    if engine != "ray" and (address or ray_resource):
+        raise BadInput("--address and --ray-resource need --engine ray")
     opts = RunOptions(
         paths=all_paths,
         k=k,
@@ -166,6 +193,10 @@ def run_command(
         pytest_args=list(pytest_args),
         inductor_cache_dir=config.cache_path() / "inductor",
         argv=["instep", *sys.argv[1:]],
+        engine=engine,
+        address=address,
+        ray_resource=ray_resource,
+        max_tasks=workers if engine == "ray" else None,
     )
     if collect_only:
         collection = collect_cases(profile, opts)

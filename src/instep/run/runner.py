@@ -7,7 +7,9 @@ every attempt; the last is ``final`` and a pass after a failure is marked ``flak
 collection error or a conftest that raises is an outcome of layer ``env``, not a crash of
 the run. Each non-passing outcome is classified (``instep.triage.classifier``: layer,
 category, signature) before it is stored. :func:`collect_cases` is ``--collect-only``.
-Rendering is the reporter's job.
+``--engine ray`` runs the same loop over :class:`~instep.run.ray_engine.RayPool` (Ray
+tasks across a cluster) instead of a local :class:`WorkerPool`. Rendering is the
+reporter's job.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import logging
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -58,6 +61,10 @@ class RunOptions:
     inductor_cache_dir: Path | None = None
     argv: list[str] = field(default_factory=list)
     cwd: Path | None = None
+    engine: str = "local"  # 'local' (a WorkerPool here) or 'ray' (instep.run.ray_engine)
+    address: str | None = None  # the Ray cluster: None (start one here), 'auto', 'ray://...'
+    ray_resource: str | None = None  # None: the profile's device_resource, else CPU
+    max_tasks: int | None = None  # Ray tasks in flight at most [twice the resource's units]
 
 
 @dataclass
@@ -156,6 +163,27 @@ def _settings(profile: Profile, opts: RunOptions) -> dict[str, Any]:
     }
 
 
+def _make_pool(profile: Profile, settings: dict[str, Any], opts: RunOptions) -> WorkerPool:
+    """The engine that runs the cases: worker hosts on this machine, or Ray tasks."""
+    config = _host_config(profile, settings, opts)
+    if opts.engine == "local":
+        check_preimport(settings["preimport"], profile)
+        return WorkerPool(config, opts.workers)
+    if opts.engine != "ray":
+        raise BadInput(f"--engine {opts.engine}: expected 'local' or 'ray'")
+    from instep.run.ray_engine import RayPool
+
+    # every node runs from the driver's directory; preimports are checked by each node's host
+    config.cwd = Path(settings["cwd"])
+    pool = RayPool(
+        config,
+        address=opts.address,
+        resource=opts.ray_resource or profile.device_resource or "CPU",
+        max_tasks=opts.max_tasks,
+    )
+    return pool  # type: ignore[return-value]  # the same interface as WorkerPool
+
+
 def collect_cases(profile: Profile, opts: RunOptions) -> Collection:
     """``--collect-only``: the cases (and collection errors) one worker host sees."""
     settings = _settings(profile, opts)
@@ -216,16 +244,19 @@ def execute_run(
         store = Store(store) if not isinstance(store, Store) else store
         run = store.get_run(resume)
         settings = dict(run.settings)
-        check_preimport(settings["preimport"], profile)
+        pool = _make_pool(profile, settings, opts)
         plan = store.plan(run.id)
         attempts = store.attempts(run.id)
         store.update_run(run.id, status="running", finished_at=None)
-        pool = WorkerPool(_host_config(profile, settings, opts), opts.workers)
-        pool.start()
+        try:
+            pool.start()
+        except BaseException:
+            if owned:
+                store.close()
+            raise
     else:
         settings = _settings(profile, opts)
-        check_preimport(settings["preimport"], profile)
-        pool = WorkerPool(_host_config(profile, settings, opts), opts.workers)
+        pool = _make_pool(profile, settings, opts)
         pool.start()  # the hosts import torch while the store opens
         try:
             store = Store(store) if not isinstance(store, Store) else store
@@ -264,7 +295,9 @@ def _execute(
     began: float,
 ) -> RunResult:
     reporter.run_started(run, resumed=resume is not None)
-    matrix_thread = _start_version_matrix(store, run, profile, settings)
+    matrix_thread = _start_version_matrix(
+        store, run, profile, getattr(pool, "version_matrix", None)
+    )
     files = {n: f for n, f, _ in plan}
     status = "finished"
     reruns = int(settings.get("reruns", 0))
@@ -308,9 +341,10 @@ def _execute(
                         and data["status"] not in FAILING
                         and any(s in FAILING for _, s, _ in history)
                     )
-                    store.record_outcome(
+                    if not store.record_outcome(
                         run.id, item.nodeid, files.get(item.nodeid, item.file), data
-                    )
+                    ):
+                        continue  # that attempt is stored already: never counted twice
                     history.append((item.attempt, data["status"], final))
                     reporter.outcome(item.nodeid, data["status"], final, data)
                     if not final:
@@ -343,14 +377,15 @@ def _execute(
 
 
 def _start_version_matrix(
-    store: Store, run: Run, profile: Profile, settings: dict[str, Any]
+    store: Store, run: Run, profile: Profile, reader: Callable[[Profile], dict] | None = None
 ) -> threading.Thread | None:
+    """Read the version matrix in a thread: here, or through ``reader`` (a Ray node's)."""
     if run.version_matrix:
         return None
 
     def probe() -> None:
         try:
-            matrix = read_version_matrix(profile).flat()
+            matrix = reader(profile) if reader else read_version_matrix(profile).flat()
             store.update_run(run.id, version_matrix=matrix)
         except Exception:  # the matrix is evidence, not a reason to lose the run
             log.exception("reading the version matrix failed")

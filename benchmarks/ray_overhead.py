@@ -1,0 +1,120 @@
+"""Ray overhead: ``instep run`` with the local pool vs ``--engine ray`` on the same machine.
+
+The same generated suite of quick cases (200 by default: eager torch ops on small
+tensors, or plain Python with ``--plain``) runs with the local worker pool and with Ray
+tasks, both with ``--isolate worker`` and ``--isolate case``, in the same invocation. A
+one-node Ray cluster is started first (its start-up is printed apart: a team's cluster
+is long-lived) with as many CPUs as local workers, so both engines run the same number
+of cases at once. Prints wall times, the ratio Ray/local and Ray's overhead per case in
+ms. Needs ray (``pip install -e '.[ray]'``) and, without ``--plain``, torch. A benchmark,
+not a test.
+
+    python benchmarks/ray_overhead.py [--cases 200] [--workers 2] [--repeat 1] [--plain]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TORCH_SUITE = """
+import pytest
+import torch
+
+OPS = [
+    lambda a, b: a + b,
+    lambda a, b: a * b,
+    lambda a, b: a @ b.T,
+    lambda a, b: torch.relu(a - b),
+    lambda a, b: torch.softmax(a, dim=-1) + b,
+    lambda a, b: torch.where(a > b, a, b),
+]
+
+
+@pytest.mark.parametrize("i", range({cases}))
+def test_op(i):
+    torch.manual_seed(i)
+    a, b = torch.randn(16, 16), torch.randn(16, 16)
+    op = OPS[i % len(OPS)]
+    torch.testing.assert_close(op(a, b), op(a.clone(), b.clone()))
+"""
+
+PLAIN_SUITE = """
+import pytest
+
+
+@pytest.mark.parametrize("i", range({cases}))
+def test_quick(i):
+    assert sum(range(i + 1000)) > 0
+"""
+
+
+def _timed(argv: list[str], cwd: Path) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(argv[:8])}... failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return wall
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=200)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=1, help="best of N for each mode")
+    parser.add_argument("--plain", action="store_true", help="cases without torch")
+    args = parser.parse_args()
+    needed = ["ray"] if args.plain else ["ray", "torch"]
+    for module in needed:
+        if importlib.util.find_spec(module) is None:
+            sys.exit(f"this benchmark needs {module}: pip install -e '.[ray]' (and torch)")
+    from ray.cluster_utils import Cluster
+
+    began = time.perf_counter()
+    cluster = Cluster(
+        initialize_head=True, head_node_args={"num_cpus": args.workers, "include_dashboard": False}
+    )
+    cluster_s = time.perf_counter() - began
+    suite = (PLAIN_SUITE if args.plain else TORCH_SUITE).format(cases=args.cases)
+    base = [sys.executable, "-m", "instep", "run", "test_quick.py", "--profile", "cpu"]
+    if args.plain:
+        base += ["--preimport", "none"]
+    engines = {
+        "local": ["--workers", str(args.workers)],
+        "ray": ["--engine", "ray", "--address", cluster.address],
+    }
+    times: dict[tuple[str, str], float] = {}
+    try:
+        for isolate in ("worker", "case"):
+            for engine, extra in engines.items():
+                best = float("inf")
+                for _ in range(args.repeat):
+                    with tempfile.TemporaryDirectory(prefix="instep-bench-") as tmp:
+                        root = Path(tmp)
+                        (root / "test_quick.py").write_text(suite)
+                        argv = [*base, *extra, "--isolate", isolate, "--db", str(root / "b.db")]
+                        best = min(best, _timed(argv, root))
+                times[(isolate, engine)] = best
+    finally:
+        cluster.shutdown()
+    kind = "plain Python" if args.plain else "quick torch"
+    print(
+        f"{args.cases} {kind} cases, {args.workers} workers / Ray CPUs, {os.cpu_count()} CPUs;"
+        f" one-node Ray cluster started in {cluster_s:.1f} s (not counted below)"
+    )
+    print(f"{'isolation':10} {'local s':>8} {'ray s':>8} {'ratio':>7} {'Ray overhead ms/case':>21}")
+    for isolate in ("worker", "case"):
+        local, ray = times[(isolate, "local")], times[(isolate, "ray")]
+        over = (ray - local) / args.cases * 1000
+        print(f"{isolate:10} {local:8.2f} {ray:8.2f} {ray / local:7.2f} {over:21.1f}")
+
+
+if __name__ == "__main__":
+    main()
