@@ -4,7 +4,7 @@ One run over a suite of plain pytest cases (passes, a failure, an ``os._exit`` c
 time-out) while the second node is removed mid-run: every planned case must end with
 exactly one outcome, crashes and time-outs recorded as such, the finished outcomes of the
 lost node kept, its unfinished cases run on the head. ``instep show`` and
-``instep compare`` then read the Ray run back from PostgreSQL.
+``instep compare`` and ``instep report`` then read the Ray run back from PostgreSQL.
 """
 
 from __future__ import annotations
@@ -240,6 +240,16 @@ def test_show_and_compare_read_the_ray_run_from_postgres(ray_run, postgres_url, 
     still = {m["case"] for m in cases["still_failing"]}
     assert new == {"test_scale.py::test_timeout"}
     assert still == {"test_scale.py::test_fail", "test_scale.py::test_crash"}
+
+    # the dashboard and the weekly summary read the PostgreSQL store like a SQLite file
+    weekly = instep("report", "scale", "--db", postgres_url, "--format", "md")
+    assert weekly.code == 0, weekly.err
+    assert "| time-outs | 1 |" in weekly.out
+    assert "| crashes (signal) | 1 |" in weekly.out
+    html = instep("report", "scale", "--db", postgres_url, "--out", str(tmp_path / "dash"))
+    assert html.code == 0, html.err
+    pages = {p.name for p in (tmp_path / "dash" / "cases").iterdir()}
+    assert len(pages) == 3  # the failure, the crash and the time-out
 
 
 def test_a_cluster_without_the_resource_is_one_clear_error(ray_cluster):
