@@ -85,6 +85,32 @@ _SIMPLE_STMTS = frozenset(
 )
 
 
+def _trie_pattern(words: Iterable[str]) -> str:
+    """A regex matching exactly ``words``, factored by common prefix.
+
+    ``re`` tries the branches of ``a|b|c`` one after another at every position; a
+    prefix-factored pattern rejects a position on its first character, which makes the
+    scan for a file's few hundred imported names several times faster.
+    """
+    trie: dict = {}
+    for word in words:
+        node = trie
+        for ch in word:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def build(node: dict) -> str:
+        branches = [re.escape(ch) + build(child) for ch, child in sorted(node.items()) if ch]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        if "" in node:
+            return f"(?:{body})?"
+        return body
+
+    return "(?:" + build(trie) + ")"
+
+
 @lru_cache(maxsize=8192)
 def _word(name: str) -> re.Pattern:
     if name == "aoti_torch_":  # a prefix, not a word
@@ -440,9 +466,9 @@ class _Visitor:
         if len(present) == 1:
             pat = _word(present[0])
         else:  # one scan for all names (a scan per name costs names x size)
-            words = "|".join(re.escape(n) for n in present if n != "aoti_torch_")
+            words = _trie_pattern([n for n in present if n != "aoti_torch_"])
             pat = re.compile(
-                r"\b(?:" + words + r")\b" + ("|aoti_torch_" if "aoti_torch_" in present else "")
+                r"\b" + words + r"\b" + ("|aoti_torch_" if "aoti_torch_" in present else "")
             )
         return sorted({bisect.bisect_right(offs, m.start()) for m in pat.finditer(src, lo, hi)})
 
