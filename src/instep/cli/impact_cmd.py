@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 import click
@@ -138,17 +139,20 @@ def impact(
         exclude=[*ic.exclude, *exclude],
         min_supported=_version_tuple(min_supported),
     )
+    started = time.perf_counter()
     report = analyse(req)
+    seconds = time.perf_counter() - started
     floor = Action(min_action).rank
     report.units = [u for u in report.units if u.action.rank >= floor]
     write(report, fmt, out)
     s = report.summary()
     log.info(
-        "%d units (%s); %d couplings; %.1f s",
+        "%d units (%s); %d couplings; %.1f s%s",
         s["units"],
         ", ".join(f"{k} {v}" for k, v in s["by_action"].items()),
         s["couplings"],
-        sum(report.stats.get("timings_s", {}).values()),
+        seconds,
+        " (remembered report)" if report.stats.get("report_memo") == "hit" else "",
     )
     if out is not None:
         log.info("wrote %s", out)
