@@ -464,6 +464,18 @@ class _Analysis:
 
         out: dict[int, dict[tuple, Coupling]] = defaultdict(dict)
         new_version = self.new_version
+        fallback_memo: dict[tuple[str, ...], bool] = {}
+
+        def dead_fallback(gate) -> bool:
+            """An ``except ImportError`` branch whose ``try`` imports all exist in the new
+            upstream: the new torch never runs it (compat code for older ones)."""
+            needs = gate.requires
+            if needs not in fallback_memo:
+                fallback_memo[needs] = all(
+                    t.split(".", 1)[0] in down.roots and resolver.defined(resolver.resolve(t))
+                    for t in needs
+                )
+            return fallback_memo[needs]
 
         def add(
             i: int,
@@ -476,6 +488,8 @@ class _Analysis:
             per_file: bool = False,
         ) -> None:
             k = kind or ref.kind
+            if ref.gate is not None and ref.gate.requires and dead_fallback(ref.gate):
+                extra = extra | {"old_only"}
             per_file = per_file or k is CouplingKind.INHERITED_PATH
             line = None if per_file else ref.line  # indirect evidence: one per file is enough
             key = (k, change.ref, ref.path, line)

@@ -59,7 +59,7 @@ from instep.tomlfile import parse_toml
 
 log = logging.getLogger(__name__)
 
-FORMAT = "coupling-index-v4"  # bump when any cached class changes shape
+FORMAT = "coupling-index-v5"  # bump when any cached class changes shape
 MAX_FILE_BYTES = 8 * 1024 * 1024
 SNIPPET_CHARS = 160
 
@@ -116,6 +116,19 @@ def _word(name: str) -> re.Pattern:
     if name == "aoti_torch_":  # a prefix, not a word
         return re.compile(re.escape(name))
     return re.compile(r"\b" + re.escape(name) + r"\b")
+
+
+_TRY_STMTS = frozenset({ast.Try, getattr(ast, "TryStar", ast.Try)})
+
+
+def _catches_import_error(handler: ast.ExceptHandler) -> bool:
+    names = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any(
+        (n.id if isinstance(n, ast.Name) else getattr(n, "attr", None))
+        in ("ImportError", "ModuleNotFoundError")
+        for n in names
+        if n is not None
+    )
 
 
 _BLOCK_STMTS = frozenset(
@@ -505,6 +518,9 @@ class _Visitor:
 
     # -- visiting ------------------------------------------------------------------
     def visit(self, node: ast.AST) -> None:
+        if type(node) in _TRY_STMTS:
+            self.v_Try(node)  # type: ignore[arg-type]
+            return
         if (
             type(node) in _SIMPLE_STMTS
             and not self.full
@@ -531,6 +547,24 @@ class _Visitor:
         else:
             for child in _children(node):
                 self.visit(child)
+
+    def v_Try(self, node: ast.Try) -> None:
+        """``try: from new import x`` / ``except ImportError: from old import x``: after the
+        statement ``x`` is the try body's name (what the torch that has it runs); the
+        fallback import is still visited, inside its gate, as a reference of its own."""
+        hot = self.full or self._touches(self.hot, node.lineno, node.end_lineno or node.lineno)
+        scope = self.scopes[-1][0]
+        before = dict(scope)
+        self.visit_list(node.body)
+        primary = {k: v for k, v in scope.items() if k not in before or before[k] != v}
+        for h in node.handlers:
+            if hot and h.type is not None:
+                self.visit(h.type)
+            self.visit_list(h.body)
+        if primary and any(_catches_import_error(h) for h in node.handlers):
+            scope.update(primary)
+        self.visit_list(node.orelse)
+        self.visit_list(node.finalbody)
 
     def generic(self, node: ast.AST) -> None:
         for child in _children(node):

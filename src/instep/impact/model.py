@@ -212,6 +212,9 @@ class VersionGate:
     max_version: tuple[int, ...] | None = None  # gated code runs when torch < this
     upstream_pr: int | None = None
     note: str = ""
+    # try_import: the absolute names the ``try`` body imports; when the new upstream has
+    # them all, the ``except ImportError`` fallback is dead code on the new torch
+    requires: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {

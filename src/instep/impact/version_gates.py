@@ -381,6 +381,7 @@ def _try_gates(stmt: ast.stmt, path: str, spans: list[GateSpan]) -> None:
     text = "try: " + ast.unparse(imports[0])
     if len(text) > 200:
         text = text[:197] + "..."
+    failed = {"note": "import failed", "requires": tuple(_imported_targets(imports))}
     spans.append(
         GateSpan(
             _gate(path, stmt.lineno, text, "try_import", None, note="import available"),
@@ -389,13 +390,20 @@ def _try_gates(stmt: ast.stmt, path: str, spans: list[GateSpan]) -> None:
         )
     )
     for h in handlers:
-        spans.append(
-            GateSpan(
-                _gate(path, h.lineno, text, "try_import", None, note="import failed"),
-                h.body[0].lineno,
-                _block_end(h.body),
-            )
-        )
+        fallback = _gate(path, h.lineno, text, "try_import", None, **failed)
+        spans.append(GateSpan(fallback, h.body[0].lineno, _block_end(h.body)))
+
+
+def _imported_targets(imports: list[ast.Import | ast.ImportFrom]) -> list[str]:
+    """Absolute dotted names an import list asks for (relative imports are the
+    downstream's own modules: left out)."""
+    out: list[str] = []
+    for imp in imports:
+        if isinstance(imp, ast.Import):
+            out.extend(a.name for a in imp.names)
+        elif imp.level == 0 and imp.module:
+            out.extend(f"{imp.module}.{a.name}" for a in imp.names if a.name != "*")
+    return out
 
 
 def _comment_gates(
