@@ -1,0 +1,159 @@
+"""Calibrate `instep impact` against the adaptations a backend really made.
+
+torch_npu 2.14.0 is torch_npu 2.13.0 adapted to torch 2.14. This script asks instep for
+the impact of torch 2.13.0 -> 2.14.1 on torch_npu 2.13.0, then diffs torch_npu 2.13.0
+against 2.14.0 with instep's own symbol diff, and compares, per downstream symbol
+(function, method, class, module-level block of torch_npu 2.13.0):
+
+* flagged: the symbol holds a coupling instep rated Shim (or Test, or Check);
+* adapted: torch_npu changed the symbol in 2.14.0 (body, signature, value, decorator,
+  removed or moved).
+
+It prints, per action, how many flagged symbols were adapted (against the base rate of
+all coupled symbols), how many adapted coupled symbols instep flagged at least Test, and
+the flagged-but-unchanged Shim places (either a false alarm or an adaptation still owed).
+Many torch_npu changes are its own work, unrelated to upstream: the base rate says how
+often a coupled symbol changes anyway. Nothing is imported or executed.
+
+Usage: python validation/impact_adaptations.py [--cache DIR] [--json OUT]
+(needs the wheels through pip download: torch 2.13.0 / 2.14.1, torch-npu 2.13.0 / 2.14.0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import json
+from collections import defaultdict
+from pathlib import Path
+
+from instep.impact.analysis import ImpactRequest, analyse
+from instep.impact.cache import ContentCache
+from instep.impact.indexing import diff_versions
+from instep.impact.model import ChangeKind
+from instep.impact.sources import diff_snapshots, is_test_path, open_snapshot
+
+UP_OLD, UP_NEW = "torch==2.13.0", "torch==2.14.1"
+DOWN_OLD, DOWN_NEW = "torch-npu==2.13.0", "torch-npu==2.14.0"
+ADAPTING = {
+    ChangeKind.BODY,
+    ChangeKind.SIGNATURE,
+    ChangeKind.VALUE,
+    ChangeKind.DECORATOR,
+    ChangeKind.REMOVED,
+    ChangeKind.RENAMED,
+}
+
+
+def downstream_changes(cache: Path):
+    """torch_npu 2.13.0 -> 2.14.0: (adapted symbols 'path::qualname', the version diff)."""
+    old = open_snapshot(DOWN_OLD, cache)
+    new = open_snapshot(DOWN_NEW, cache)
+    pairs = [
+        (f.path, f.old, f.new) for f in diff_snapshots(old, new) if not is_test_path(f.path)
+    ]
+    diff = diff_versions(pairs, cache=ContentCache(cache, "symbols"), jobs=2)
+    adapted = {f"{c.path}::{c.qualname}" for c in diff.changes if c.aspects & ADAPTING}
+    return adapted, diff, old
+
+
+class Enclosing:
+    """The innermost symbol of torch_npu 2.13.0 that holds a given path:line."""
+
+    def __init__(self, snapshot, diff) -> None:
+        self.snapshot, self.diff = snapshot, diff
+        self.spans: dict[str, tuple[list[int], list[tuple[int, int, str]]]] = {}
+
+    def _load(self, path: str):
+        if path not in self.spans:
+            index = self.diff.index(path, "old")
+            if index is None:
+                from instep.impact.symbols import index_source
+
+                try:
+                    index = index_source(path, self.snapshot.read(path))
+                except (KeyError, OSError):
+                    index = None
+            spans = sorted(
+                (s.line, s.end_line, q)
+                for q, s in (index.symbols.items() if index is not None else ())
+            )
+            self.spans[path] = ([a for a, _, _ in spans], spans)
+        return self.spans[path]
+
+    def __call__(self, where: str) -> str | None:
+        path, _, line_text = where.rpartition(":")
+        line = int(line_text)
+        starts, spans = self._load(path)
+        best = None
+        for i in range(bisect.bisect_right(starts, line) - 1, -1, -1):
+            start, end, q = spans[i]
+            if start <= line <= end and (best is None or end - start < best[1] - best[0]):
+                best = (start, end, q)
+            if best is not None and start < best[0] - 5000:
+                break
+        return f"{path}::{best[2]}" if best else None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "instep")
+    ap.add_argument("--json", type=Path, help="write the per-symbol table here")
+    args = ap.parse_args()
+
+    report = analyse(
+        ImpactRequest(
+            downstream=DOWN_OLD, upstream_old=UP_OLD, upstream_new=UP_NEW, cache_dir=args.cache
+        )
+    )
+    adapted, diff, old_snapshot = downstream_changes(args.cache)
+    enclosing = Enclosing(old_snapshot, diff)
+
+    flagged: dict[str, str] = {}  # downstream symbol -> strongest action of its couplings
+    evidence: dict[str, list[str]] = defaultdict(list)
+    rank = {"Check": 0, "Test": 1, "Shim": 2}
+    for unit in report.units:
+        for c in unit.couplings:
+            symbol = enclosing(c.downstream)
+            if symbol is None:
+                continue
+            action = str(c.action)
+            if symbol not in flagged or rank[action] > rank[flagged[symbol]]:
+                flagged[symbol] = action
+            evidence[symbol].append(f"{action} {c.kind} <- {c.upstream} ({c.rule})")
+
+    coupled = set(flagged)
+    base = len(coupled & adapted) / len(coupled) if coupled else 0.0
+    print(f"torch_npu symbols adapted 2.13.0 -> 2.14.0: {len(adapted)}")
+    print(f"torch_npu symbols holding a coupling: {len(coupled)}; adapted: "
+          f"{len(coupled & adapted)} ({base:.1%}, the base rate)")
+    for action in ("Shim", "Test", "Check"):
+        mine = {s for s, a in flagged.items() if a == action}
+        hit = mine & adapted
+        rate = len(hit) / len(mine) if mine else 0.0
+        print(f"  strongest action {action:5}: {len(mine):5} symbols, adapted {len(hit):4} "
+              f"({rate:.1%}, {rate / base if base else 0:.1f}x the base rate)")
+    changed_coupled = coupled & adapted
+    at_least_test = {s for s in changed_coupled if rank[flagged[s]] >= 1}
+    print(f"adapted coupled symbols flagged at least Test: {len(at_least_test)} of "
+          f"{len(changed_coupled)} ({len(at_least_test) / max(1, len(changed_coupled)):.1%})")
+    adapted_files = {s.split("::")[0] for s in adapted}
+    for action in ("Shim", "Test"):
+        files = {s.split("::")[0] for s, a in flagged.items() if a == action}
+        print(f"  files holding a {action:4} place: {len(files):4}, changed in 2.14.0: "
+              f"{len(files & adapted_files)} ({len(files & adapted_files) / max(1, len(files)):.1%})")
+    pending = sorted(s for s, a in flagged.items() if a == "Shim" and s not in adapted)
+    print(f"Shim places torch_npu 2.14.0 left unchanged ({len(pending)}):")
+    for s in pending[:30]:
+        shim = next(e for e in evidence[s] if e.startswith("Shim"))
+        print(f"  {s}\n      {shim}")
+    if args.json:
+        rows = [
+            {"symbol": s, "action": a, "adapted": s in adapted, "evidence": evidence[s][:5]}
+            for s, a in sorted(flagged.items())
+        ]
+        args.json.write_text(json.dumps(rows, indent=1), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
