@@ -35,6 +35,7 @@ from instep.impact.sources import diff_snapshots, is_test_path, open_snapshot
 
 UP_OLD, UP_NEW = "torch==2.13.0", "torch==2.14.1"
 DOWN_OLD, DOWN_NEW = "torch-npu==2.13.0", "torch-npu==2.14.0"
+RISKS = ("low", "medium", "high")
 ADAPTING = {
     ChangeKind.BODY,
     ChangeKind.SIGNATURE,
@@ -49,9 +50,7 @@ def downstream_changes(cache: Path):
     """torch_npu 2.13.0 -> 2.14.0: (adapted symbols 'path::qualname', the version diff)."""
     old = open_snapshot(DOWN_OLD, cache)
     new = open_snapshot(DOWN_NEW, cache)
-    pairs = [
-        (f.path, f.old, f.new) for f in diff_snapshots(old, new) if not is_test_path(f.path)
-    ]
+    pairs = [(f.path, f.old, f.new) for f in diff_snapshots(old, new) if not is_test_path(f.path)]
     diff = diff_versions(pairs, cache=ContentCache(cache, "symbols"), jobs=2)
     adapted = {f"{c.path}::{c.qualname}" for c in diff.changes if c.aspects & ADAPTING}
     return adapted, diff, old
@@ -110,6 +109,7 @@ def main() -> None:
     enclosing = Enclosing(old_snapshot, diff)
 
     flagged: dict[str, str] = {}  # downstream symbol -> strongest action of its couplings
+    risk_of: dict[str, int] = {}  # downstream symbol -> highest risk of its couplings
     evidence: dict[str, list[str]] = defaultdict(list)
     rank = {"Check": 0, "Test": 1, "Shim": 2}
     for unit in report.units:
@@ -120,28 +120,45 @@ def main() -> None:
             action = str(c.action)
             if symbol not in flagged or rank[action] > rank[flagged[symbol]]:
                 flagged[symbol] = action
+            risk_of[symbol] = max(risk_of.get(symbol, 0), RISKS.index(str(c.risk)))
             evidence[symbol].append(f"{action} {c.kind} <- {c.upstream} ({c.rule})")
 
     coupled = set(flagged)
     base = len(coupled & adapted) / len(coupled) if coupled else 0.0
     print(f"torch_npu symbols adapted 2.13.0 -> 2.14.0: {len(adapted)}")
-    print(f"torch_npu symbols holding a coupling: {len(coupled)}; adapted: "
-          f"{len(coupled & adapted)} ({base:.1%}, the base rate)")
+    print(
+        f"torch_npu symbols holding a coupling: {len(coupled)}; adapted: "
+        f"{len(coupled & adapted)} ({base:.1%}, the base rate)"
+    )
     for action in ("Shim", "Test", "Check"):
         mine = {s for s, a in flagged.items() if a == action}
         hit = mine & adapted
         rate = len(hit) / len(mine) if mine else 0.0
-        print(f"  strongest action {action:5}: {len(mine):5} symbols, adapted {len(hit):4} "
-              f"({rate:.1%}, {rate / base if base else 0:.1f}x the base rate)")
+        print(
+            f"  strongest action {action:5}: {len(mine):5} symbols, adapted {len(hit):4} "
+            f"({rate:.1%}, {rate / base if base else 0:.1f}x the base rate)"
+        )
+    for level, name in enumerate(RISKS):
+        mine = {s for s, r in risk_of.items() if r == level}
+        hit = mine & adapted
+        rate = len(hit) / len(mine) if mine else 0.0
+        print(
+            f"  highest risk {name:6}: {len(mine):5} symbols, adapted {len(hit):4} "
+            f"({rate:.1%}, {rate / base if base else 0:.1f}x the base rate)"
+        )
     changed_coupled = coupled & adapted
     at_least_test = {s for s in changed_coupled if rank[flagged[s]] >= 1}
-    print(f"adapted coupled symbols flagged at least Test: {len(at_least_test)} of "
-          f"{len(changed_coupled)} ({len(at_least_test) / max(1, len(changed_coupled)):.1%})")
+    print(
+        f"adapted coupled symbols flagged at least Test: {len(at_least_test)} of "
+        f"{len(changed_coupled)} ({len(at_least_test) / max(1, len(changed_coupled)):.1%})"
+    )
     adapted_files = {s.split("::")[0] for s in adapted}
     for action in ("Shim", "Test"):
         files = {s.split("::")[0] for s, a in flagged.items() if a == action}
-        print(f"  files holding a {action:4} place: {len(files):4}, changed in 2.14.0: "
-              f"{len(files & adapted_files)} ({len(files & adapted_files) / max(1, len(files)):.1%})")
+        print(
+            f"  files holding a {action:4} place: {len(files):4}, changed in 2.14.0: "
+            f"{len(files & adapted_files)} ({len(files & adapted_files) / max(1, len(files)):.1%})"
+        )
     pending = sorted(s for s, a in flagged.items() if a == "Shim" and s not in adapted)
     print(f"Shim places torch_npu 2.14.0 left unchanged ({len(pending)}):")
     for s in pending[:30]:
