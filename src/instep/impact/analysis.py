@@ -738,6 +738,7 @@ class _Analysis:
         self.old_version = snapshot_version(self.old, self.labels.get("old"))
         from instep.impact.report_memo import ReportMemo
 
+        t = time.perf_counter()
         memo = ReportMemo(self.cache_root)
         memo_key = self._memo_key()
         if memo_key is not None:
