@@ -7,6 +7,7 @@ import pytest
 from instep.triage.numerics import (
     MismatchStats,
     is_random_case,
+    is_reduction_case,
     mismatch_from_message,
     subcategory,
 )
@@ -33,6 +34,18 @@ def test_precision_nan_and_rng():
     assert subcategory(MismatchStats(1, 10, None, None, "nan")) == "numerics.nan_inf"
     assert subcategory(few, "test_torchinductor.py::CpuTests::test_dropout2_cpu") == "numerics.rng"
     assert is_random_case("test_randint_distribution") and not is_random_case("test_tan_cpu")
+
+
+def test_reductions_are_their_own_sub_class():
+    """Seed 000 6.11: cumsum / max_min are checked for accumulator dtype, order, NaN."""
+    scan = MismatchStats(mismatched=40, total=64, max_abs=3.0, max_rel=0.5)  # every later element
+    assert subcategory(scan, "test_torchinductor.py::CpuTests::test_cumsum_cpu") == (
+        "numerics.reduction"
+    )
+    assert subcategory(scan, "opinfo::max.reduction_with_dim::float16::0") == "numerics.reduction"
+    assert subcategory(scan, "opinfo::as_strided_scatter::float32::0") == "numerics.index_alias"
+    assert subcategory(scan, "test_maximum_cpu") == "numerics.index_alias"  # elementwise
+    assert is_reduction_case("test_var_mean") and not is_reduction_case("test_summary")
 
 
 torch = pytest.importorskip("torch")

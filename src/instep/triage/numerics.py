@@ -9,6 +9,10 @@ backend ladder use it). :func:`subcategory` files a mismatch (seed 000, 6.11):
 * ``numerics.index_alias``: a large fraction of elements is wrong (>= 10 %) or the error
   is large relative to the values (max relative error >= 1): an index, stride, alias or
   mutation bug, never a tolerance question;
+* ``numerics.reduction``: the case names a reduction or scan (cumsum, max/min, sum,
+  mean, var, norm, logsumexp, softmax...): accumulator dtype, reduction order and NaN
+  semantics first, whatever the fraction (a scan's wrong accumulator spoils every later
+  element);
 * ``numerics.precision``: few elements, small errors: math intrinsics, accumulation order
   or dtype promotion;
 * ``numerics.rng``: a random op, which must be compared statistically
@@ -32,6 +36,11 @@ _RNG_WORDS = re.compile(
     r"(?<![a-z])(rand[a-z]*|dropout|bernoulli|multinomial|normal|uniform|randperm)(?![a-z])"
 )
 
+_REDUCTION_WORDS = re.compile(
+    r"(?<![a-z])(cum(?:sum|prod|max|min)|logcumsumexp|sum|nansum|prod|mean|nanmean|var|std"
+    r"|var_mean|std_mean|norm|(?:vector_|matrix_)?norm|logsumexp|a?max|a?min|argmax|argmin"
+    r"|max_min|aminmax|softmax|log_softmax|reduction|reduce|scan)(?![a-z])"
+)
 _MISMATCHED = re.compile(r"Mismatched elements: (\d+) / (\d+)")
 _ABS = re.compile(r"Greatest absolute difference: (\S+)")
 _REL = re.compile(r"Greatest relative difference: (\S+)")
@@ -116,6 +125,11 @@ def is_random_case(text: str) -> bool:
     return bool(_RNG_WORDS.search(text.lower()))
 
 
+def is_reduction_case(text: str) -> bool:
+    """Whether a case name names a reduction or scan (seed 000 6.11: cumsum, max_min)."""
+    return bool(_REDUCTION_WORDS.search(text.lower()))
+
+
 def subcategory(stats: MismatchStats | None, case_text: str = "") -> str:
     """The ``numerics.*`` category of a mismatch (see the module doc)."""
     if is_random_case(case_text):
@@ -124,6 +138,8 @@ def subcategory(stats: MismatchStats | None, case_text: str = "") -> str:
         return "numerics.mismatch"
     if stats.nan_inf:
         return "numerics.nan_inf"
+    if is_reduction_case(case_text):
+        return "numerics.reduction"
     fraction = stats.fraction
     if (fraction is not None and fraction >= INDEX_FRACTION) or (
         stats.max_rel is not None and (math.isinf(stats.max_rel) or stats.max_rel >= INDEX_RELATIVE)
