@@ -176,3 +176,55 @@ def test_enumeration_for_a_device_runs_in_a_child_process():
     cases = enumerate_cases("meta", ("float32",), ("abs", "add"), 0)
     assert [c.id for c in cases] == ["abs-float32", "add-float32"]
     assert ("torch.testing._internal.common_methods_invocations" in sys.modules) == before
+
+
+def test_an_op_without_a_cpu_kernel_is_a_missing_reference_not_a_failure():
+    """Found on the H200: _efficient_attention_forward has no CPU kernel, so the eager CPU
+    reference cannot run; the case is skipped with why, never filed as a compiler error."""
+    import torch
+
+    from instep.suites.opinfo.harness import no_cpu_kernel
+
+    q = torch.randn(1, 4, 1, 8)
+    with pytest.raises(NotImplementedError) as real:
+        torch.ops.aten._efficient_attention_forward(
+            q, q, q, None, None, None, None, None, 0.0, 0, False
+        )
+    assert no_cpu_kernel(real.value)
+    assert not no_cpu_kernel(NotImplementedError("aten::foo: not implemented for 'Half'"))
+
+
+def test_arguments_the_op_needs_on_the_cpu_stay_there():
+    """Found on the H200: tensor_split's tensor_indices_or_sections must stay on the CPU."""
+    import torch
+
+    from instep.suites.opinfo.harness import harness_data, to_device_except
+
+    assert harness_data()["keep_on_cpu"]["tensor_split"] == [1]
+    x, sections = torch.arange(6.0), torch.tensor([2, 4])
+    args, kwargs = to_device_except([x, sections], {"dim": 0}, "meta", [1])
+    assert args[0].device.type == "meta" and args[1].device.type == "cpu"
+    assert kwargs == {"dim": 0}
+
+
+def test_eigenvectors_compare_up_to_the_sign_of_each_column():
+    """Found on the H200: linalg.eigh's eigenvectors differ in sign between CPU and CUDA."""
+    import torch
+
+    from instep.suites.opinfo.harness import assert_values_close, normalise_signs
+
+    a = torch.randn(5, 5, generator=torch.Generator().manual_seed(0))
+    values, vectors = torch.linalg.eigh(a @ a.T)
+    flipped = vectors * torch.tensor([1.0, -1.0, 1.0, -1.0, -1.0])
+    with pytest.raises(AssertionError):
+        assert_values_close((values, flipped), (values, vectors))
+    assert_values_close(
+        normalise_signs((values, flipped), [1]), normalise_signs((values, vectors), [1])
+    )
+    # a real difference is still one
+    wrong = vectors.clone()
+    wrong[0, 0] += 0.5
+    with pytest.raises(AssertionError):
+        assert_values_close(
+            normalise_signs((values, wrong), [1]), normalise_signs((values, vectors), [1])
+        )
