@@ -17,11 +17,12 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from subprocess_timing import timed
 
 TORCH_SUITE = """
 import pytest
@@ -53,15 +54,6 @@ import pytest
 def test_quick(i):
     assert sum(range(i + 1000)) > 0
 """
-
-
-def _timed(argv: list[str], cwd: Path) -> float:
-    start = time.perf_counter()
-    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        sys.exit(f"{' '.join(argv[:8])}... failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return wall
 
 
 def main() -> None:
@@ -100,7 +92,7 @@ def main() -> None:
                         root = Path(tmp)
                         (root / "test_quick.py").write_text(suite)
                         argv = [*base, *extra, "--isolate", isolate, "--db", str(root / "b.db")]
-                        best = min(best, _timed(argv, root))
+                        best = min(best, timed(argv, root))
                 times[(isolate, engine)] = best
     finally:
         cluster.shutdown()

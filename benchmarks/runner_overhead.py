@@ -18,11 +18,11 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from subprocess_timing import timed
 
 SUITE = """
 import pytest
@@ -47,15 +47,6 @@ def test_op(i):
     op = OPS[i % len(OPS)]
     torch.testing.assert_close(op(a, b), op(a.clone(), b.clone()))
 """
-
-
-def _timed(argv: list[str], cwd: Path) -> float:
-    start = time.perf_counter()
-    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        sys.exit(f"{' '.join(argv[:6])}... failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return wall
 
 
 def main() -> None:
@@ -105,7 +96,7 @@ def main() -> None:
                 extra = ["test_quick_torch.py"]
                 if "instep" in name:
                     extra += ["--db", str(root / "bench.db")]
-                best = min(best, _timed([*argv, *extra], root))
+                best = min(best, timed([*argv, *extra], root))
         times[name] = best
     base = times[f"pytest -n {w}"]
     print(f"{args.cases} quick torch cases, {args.workers} workers, {os.cpu_count()} CPUs")

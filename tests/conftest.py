@@ -49,3 +49,24 @@ def instep_proc(tmp_path):
         return Result(proc.returncode, proc.stdout, proc.stderr)
 
     return call
+
+
+@pytest.fixture(scope="module")
+def postgres_url():
+    """A fresh database on the PostgreSQL server named by ``INSTEP_TEST_POSTGRES`` (CI starts
+    one), dropped afterwards; the test is skipped when no server answers."""
+    import uuid
+
+    psycopg = pytest.importorskip("psycopg")
+    server = os.environ.get(
+        "INSTEP_TEST_POSTGRES", "postgresql://postgres:postgres@localhost:5432/postgres"
+    )
+    try:
+        admin = psycopg.connect(server, autocommit=True, connect_timeout=3)
+    except psycopg.OperationalError as exc:
+        pytest.skip(f"no PostgreSQL server reachable at {server}: {str(exc).splitlines()[0]}")
+    name = f"instep_test_{uuid.uuid4().hex[:8]}"
+    admin.execute(f"CREATE DATABASE {name}")
+    yield server.rsplit("/", 1)[0] + "/" + name
+    admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    admin.close()

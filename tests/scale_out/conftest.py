@@ -1,4 +1,4 @@
-"""A real two-node Ray cluster and a fresh PostgreSQL database, one of each per module.
+"""A real two-node Ray cluster per module (the PostgreSQL database is tests/conftest.py's).
 
 Skipped when ray is not importable or no PostgreSQL server answers at
 ``INSTEP_TEST_POSTGRES`` (CI starts one; locally ``pg_ctlcluster <ver> main start``).
@@ -6,30 +6,10 @@ Skipped when ray is not importable or no PostgreSQL server answers at
 
 from __future__ import annotations
 
-import os
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
-
-
-@pytest.fixture(scope="module")
-def postgres_url():
-    """A fresh database on the server named by INSTEP_TEST_POSTGRES, dropped afterwards."""
-    psycopg = pytest.importorskip("psycopg")
-    server = os.environ.get(
-        "INSTEP_TEST_POSTGRES", "postgresql://postgres:postgres@localhost:5432/postgres"
-    )
-    try:
-        admin = psycopg.connect(server, autocommit=True, connect_timeout=3)
-    except psycopg.OperationalError as exc:
-        pytest.skip(f"no PostgreSQL server reachable at {server}: {str(exc).splitlines()[0]}")
-    name = f"instep_scale_{uuid.uuid4().hex[:8]}"
-    admin.execute(f"CREATE DATABASE {name}")
-    yield server.rsplit("/", 1)[0] + "/" + name
-    admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
-    admin.close()
 
 
 @dataclass

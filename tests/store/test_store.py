@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import sqlite3
 
-import pytest
-
 from instep.store import Store
 from instep.store.database import HEAD, current_revision, upgrade
 
@@ -113,27 +111,6 @@ def test_bad_db_argument_is_one_line(instep, tmp_path):
     result = instep("runs", "--db", str(tmp_path / "adir"))
     assert result.code == 2
     assert "directory" in result.err
-
-
-@pytest.fixture(scope="module")
-def postgres_url():
-    """A fresh database on the PostgreSQL server named by INSTEP_TEST_POSTGRES (CI starts one)."""
-    import os
-    import uuid
-
-    psycopg = pytest.importorskip("psycopg")
-    server = os.environ.get(
-        "INSTEP_TEST_POSTGRES", "postgresql://postgres:postgres@localhost:5432/postgres"
-    )
-    try:
-        admin = psycopg.connect(server, autocommit=True, connect_timeout=3)
-    except psycopg.OperationalError as exc:
-        pytest.skip(f"no PostgreSQL server reachable at {server}: {str(exc).splitlines()[0]}")
-    name = f"instep_test_{uuid.uuid4().hex[:8]}"
-    admin.execute(f"CREATE DATABASE {name}")
-    yield server.rsplit("/", 1)[0] + "/" + name
-    admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
-    admin.close()
 
 
 def test_postgres_store_has_the_same_schema_and_behaviour(postgres_url):
