@@ -22,29 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from runner_overhead import SUITE as TORCH_SUITE  # the same quick torch cases
 from subprocess_timing import timed
-
-TORCH_SUITE = """
-import pytest
-import torch
-
-OPS = [
-    lambda a, b: a + b,
-    lambda a, b: a * b,
-    lambda a, b: a @ b.T,
-    lambda a, b: torch.relu(a - b),
-    lambda a, b: torch.softmax(a, dim=-1) + b,
-    lambda a, b: torch.where(a > b, a, b),
-]
-
-
-@pytest.mark.parametrize("i", range({cases}))
-def test_op(i):
-    torch.manual_seed(i)
-    a, b = torch.randn(16, 16), torch.randn(16, 16)
-    op = OPS[i % len(OPS)]
-    torch.testing.assert_close(op(a, b), op(a.clone(), b.clone()))
-"""
 
 PLAIN_SUITE = """
 import pytest
