@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from instep.impact.indexing import diff_versions, index_many, symbol_cache
 from instep.impact.model import ChangeKind, Stage
-from instep.impact.symbol_diff import diff_file_batch, diff_files
+from instep.impact.symbol_diff import diff_files
 from instep.impact.symbols import index_source
 
 
@@ -95,14 +95,16 @@ def test_diff_versions_matches_per_file_full_diffs():
     assert batch.changes == sorted(expected, key=lambda c: (c.path, c.new.line, c.qualname))
 
 
-def test_diff_file_batch_shape(tmp_path):
+def test_version_diff_shape_and_lazy_indexes(tmp_path):
     pairs = _release(4)
-    out = diff_file_batch(pairs, lambda p: Stage.INDUCTOR, cache=symbol_cache(tmp_path), jobs=2)
-    assert len(out) == len(pairs)
-    by_path = dict(zip([p for p, _, _ in pairs], out, strict=True))
-    index, changes = by_path["torch/_inductor/m1.py"]
+    result = diff_versions(pairs, lambda p: Stage.INDUCTOR, cache=symbol_cache(tmp_path), jobs=2)
+    by_path: dict[str, list] = {}
+    for change in result.changes:
+        by_path.setdefault(change.path, []).append(change)
+    assert "torch/_inductor/m0.py" not in result.keys  # identical: nothing to say
+    assert result.loaded == {}  # with a cache, no index is read until asked for
+    index = result.index("torch/_inductor/m1.py", "new")
     assert index is not None and "op_1" in index.symbols
-    assert [c.qualname for c in changes] == ["op_1"]
-    assert by_path["torch/_inductor/m0.py"] == (None, [])  # identical: nothing to say
-    assert by_path["torch/_inductor/old_home.py"][1] == []  # the move is the new file's
-    assert [c.kind for c in by_path["torch/_inductor/new_home.py"][1]] == [ChangeKind.RENAMED]
+    assert [c.qualname for c in by_path["torch/_inductor/m1.py"]] == ["op_1"]
+    assert "torch/_inductor/old_home.py" not in by_path  # the move is the new file's
+    assert [c.kind for c in by_path["torch/_inductor/new_home.py"]] == [ChangeKind.RENAMED]

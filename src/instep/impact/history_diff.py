@@ -6,7 +6,7 @@ only the statements that differ are parsed), so a 7,000-line file touched by fif
 commits costs one full parse plus fifty small ones. Chains run in parallel (one per
 path), each link's result is cached by content, and moves across files are matched per
 commit (``symbol_diff.join``). Release diffs (one pair per path) use
-``symbol_diff.diff_file_batch`` instead.
+``indexing.diff_versions`` instead.
 """
 
 from __future__ import annotations

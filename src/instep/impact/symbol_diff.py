@@ -30,7 +30,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from instep.impact.cache import ContentCache
 from instep.impact.model import ChangeKind, Stage, Symbol, SymbolChange, SymbolKind
 from instep.impact.symbols import (
     FileIndex,
@@ -480,24 +479,3 @@ def diff_sources(
     return SourceDiff(
         path, old_index, new_index, diff_file(path, old_index, new_index, stage), reused
     )
-
-
-def diff_file_batch(
-    pairs: list[tuple[str, bytes | None, bytes | None]],
-    stage_of: Callable[[str], Stage],
-    cache: ContentCache | None = None,
-    jobs: int | None = None,
-) -> list[tuple[FileIndex | None, list[SymbolChange]]]:
-    """For each ``(path, old bytes, new bytes)`` in order: (new index, its changes).
-
-    Parallel and cached (``indexing.diff_versions``); moves across the batch are RENAMED
-    changes of the destination file. Identical pairs give (None, []).
-    """
-    from instep.impact.indexing import diff_versions  # indexing builds on this module
-
-    # with a cache the workers leave the indexes there and they are read once, here
-    result = diff_versions(pairs, stage_of, cache=cache, jobs=jobs, ship_new=cache is None)
-    by_path: dict[str, list[SymbolChange]] = {}
-    for change in result.changes:
-        by_path.setdefault(change.path, []).append(change)
-    return [(result.index(path, "new"), by_path.get(path, [])) for path, _, _ in pairs]
