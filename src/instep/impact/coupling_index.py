@@ -54,7 +54,12 @@ from instep.impact.registrations import (
     registry_entries,
 )
 from instep.impact.unparse import unparse
-from instep.impact.version_gates import GateLookup, GateSpan, gate_spans
+from instep.impact.version_gates import (
+    GateLookup,
+    GateSpan,
+    catches_import_error,
+    gate_spans,
+)
 from instep.tomlfile import parse_toml
 
 log = logging.getLogger(__name__)
@@ -119,16 +124,6 @@ def _word(name: str) -> re.Pattern:
 
 
 _TRY_STMTS = frozenset({ast.Try, getattr(ast, "TryStar", ast.Try)})
-
-
-def _catches_import_error(handler: ast.ExceptHandler) -> bool:
-    names = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-    return any(
-        (n.id if isinstance(n, ast.Name) else getattr(n, "attr", None))
-        in ("ImportError", "ModuleNotFoundError")
-        for n in names
-        if n is not None
-    )
 
 
 _BLOCK_STMTS = frozenset(
@@ -561,7 +556,7 @@ class _Visitor:
             if hot and h.type is not None:
                 self.visit(h.type)
             self.visit_list(h.body)
-        if primary and any(_catches_import_error(h) for h in node.handlers):
+        if primary and any(catches_import_error(h) for h in node.handlers):
             scope.update(primary)
         self.visit_list(node.orelse)
         self.visit_list(node.finalbody)

@@ -230,17 +230,15 @@ def _hasattr_probe(test: ast.AST) -> tuple[bool, str] | None:
     return None
 
 
-def _is_import_error(handler: ast.ExceptHandler) -> bool:
-    names = []
+def catches_import_error(handler: ast.ExceptHandler) -> bool:
+    """``except ImportError`` / ``ModuleNotFoundError`` (alone or in a tuple): the fallback
+    of an import that may be missing from the installed torch."""
     t = handler.type
     for n in t.elts if isinstance(t, ast.Tuple) else [t] if t is not None else []:
-        if isinstance(n, ast.Name):
-            names.append(n.id)
-        elif isinstance(n, ast.Attribute):
-            names.append(n.attr)
-    return bool({"ImportError", "ModuleNotFoundError", "AttributeError"} & set(names)) and any(
-        n in {"ImportError", "ModuleNotFoundError"} for n in names
-    )
+        name = n.id if isinstance(n, ast.Name) else getattr(n, "attr", None)
+        if name in ("ImportError", "ModuleNotFoundError"):
+            return True
+    return False
 
 
 def _walk_blocks(tree: ast.AST):
@@ -373,7 +371,7 @@ def _if_gates(
 
 
 def _try_gates(stmt: ast.stmt, path: str, spans: list[GateSpan]) -> None:
-    handlers = [h for h in stmt.handlers if _is_import_error(h)]  # type: ignore[attr-defined]
+    handlers = [h for h in stmt.handlers if catches_import_error(h)]  # type: ignore[attr-defined]
     body = stmt.body  # type: ignore[attr-defined]
     if not handlers or not any(isinstance(s, (ast.Import, ast.ImportFrom)) for s in body):
         return
