@@ -12,12 +12,11 @@ from instep.errors import BadInput
 from instep.report.dashboard import output_directory, write_dashboard
 from instep.report.run_summary import (
     case_page_name,
-    final_outcome_rows,
     format_chain,
     summarize_run,
 )
 from instep.report.weekly import cell, judgement_text, weekly_markdown
-from instep.store import Store, outcome_dict
+from instep.store import Store
 
 FAIL = {
     "status": "failed",
@@ -152,7 +151,11 @@ def test_output_directory_refuses_a_file(tmp_path):
     assert output_directory(tmp_path / "new" / "dir").is_dir()
 
 
-def test_final_outcome_rows_are_what_store_outcomes_gives(tmp_path, report_store):
+def test_outcome_rows_are_the_final_attempts_in_plan_order_in_one_query(tmp_path):
+    from sqlalchemy import event, update
+
+    from instep.store.schema import Outcome
+
     db = tmp_path / "s.db"
     make_run(db, "retried", [("t.py::a", FAIL), ("t.py::b", {"status": "passed"})])
     store = Store(db)
@@ -160,10 +163,6 @@ def test_final_outcome_rows_are_what_store_outcomes_gives(tmp_path, report_store
         run = store.get_run("retried")
         data = {"attempt": 2, "final": True, "status": "passed", "flaky": True}
         store.record_outcome(run.id, "t.py::a", "t.py", data)
-        from sqlalchemy import update
-
-        from instep.store.schema import Outcome
-
         with store.session() as s:  # attempt 1 of t.py::a is no longer final
             s.execute(
                 update(Outcome)
@@ -171,18 +170,28 @@ def test_final_outcome_rows_are_what_store_outcomes_gives(tmp_path, report_store
                 .values(final=False)
             )
             s.commit()
-        rows = final_outcome_rows(store, run.id)
-        assert rows == [outcome_dict(o) for o in store.outcomes(run.id)]
-        assert [(r["case"], r["attempt"]) for r in rows] == [("t.py::a", 2), ("t.py::b", 1)]
+        statements: list[str] = []
+        listen = (store.engine, "before_cursor_execute")
+        record = lambda *args: statements.append(args[2])  # noqa: E731
+        event.listen(*listen, record)
+        try:
+            rows = store.outcome_rows(run.id)
+        finally:
+            event.remove(*listen, record)
+        assert [(r["case"], r["attempt"], r["status"]) for r in rows] == [
+            ("t.py::a", 2, "passed"),
+            ("t.py::b", 1, "passed"),
+        ]
+        selects = [q for q in statements if q.lstrip().upper().startswith("SELECT")]
+        assert len(selects) == 1  # cases come in the same query, not one query per outcome
+        every = store.outcome_rows(run.id, final_only=False)
+        assert [(r["case"], r["attempt"]) for r in every] == [
+            ("t.py::a", 1),
+            ("t.py::a", 2),
+            ("t.py::b", 1),
+        ]
     finally:
         store.close()
-    real = Store(report_store.db)
-    try:
-        run = real.get_run("week2")
-        expected = [outcome_dict(o) for o in real.outcomes(run.id)]
-        assert final_outcome_rows(real, run.id) == expected
-    finally:
-        real.close()
 
 
 def test_a_second_report_into_the_same_directory_drops_stale_case_pages(tmp_path):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from instep.errors import BadInput, MissingInput
-from instep.store import Store, outcome_dict, run_dict
+from instep.store import Store, run_dict
 from instep.triage.batches import Batch, group_batches
 
 BATCH_ID = re.compile(r"^B[0-9a-f]{8}$")
@@ -43,7 +43,7 @@ def select(store: Store, run_ref: str, target: str) -> Selection:
     if not target.strip():
         raise BadInput("instep bundle: give a CASE node id or a BATCH id")
     run = store.get_run(run_ref)
-    finals = [outcome_dict(o) for o in store.outcomes(run.id)]
+    finals = store.outcome_rows(run.id)
     run_data = run_dict(run, store.status_counts(run.id), store.planned_count(run.id))
     batch: Batch | None = None
     members: list[dict[str, Any]] = []
@@ -55,9 +55,7 @@ def select(store: Store, run_ref: str, target: str) -> Selection:
     else:
         case = resolve_case(target, [o["case"] for o in finals], run.name)
     outcome = next(o for o in finals if o["case"] == case)
-    attempts = [
-        outcome_dict(o) for o in store.outcomes(run.id, final_only=False) if o.case.nodeid == case
-    ]
+    attempts = [r for r in store.outcome_rows(run.id, final_only=False) if r["case"] == case]
     return Selection(run_data, case, outcome, attempts, batch, members)
 
 

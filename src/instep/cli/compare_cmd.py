@@ -36,7 +36,6 @@ _TITLES = {
 @click.pass_obj
 def compare_command(app: AppContext, base_ref: str, new_ref: str, fmt: str, db: str | None) -> int:
     """Compare run NEW with run BASE case by case, following each error's migration."""
-    from instep.store import outcome_dict
     from instep.triage.migration import compare
     from instep.triage.reclassify import reclassify_run
 
@@ -46,7 +45,7 @@ def compare_command(app: AppContext, base_ref: str, new_ref: str, fmt: str, db: 
         for ref in (base_ref, new_ref):
             run = store.get_run(ref)
             reclassify_run(store, run, app.profile(run.profile))
-            runs.append((run.name, [outcome_dict(o) for o in store.outcomes(run.id)]))
+            runs.append((run.name, store.outcome_rows(run.id)))
     finally:
         store.close()
     groups = compare(runs[0], runs[1])

@@ -219,11 +219,11 @@ def run_command(
         _bisect(target, result, profile, opts)
     if junit_xml is not None:
         from instep.run.junit_xml import write_junit_xml
-        from instep.store import Store, outcome_dict
+        from instep.store import Store
 
         store = Store(target)
         try:
-            outcomes = [outcome_dict(o) for o in store.outcomes(result.run.id)]
+            outcomes = store.outcome_rows(result.run.id)
         finally:
             store.close()
         write_junit_xml(junit_xml, result.run.name, outcomes)

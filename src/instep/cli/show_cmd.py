@@ -52,12 +52,12 @@ def show_command(
     db: str | None,
 ) -> None:
     """Show the outcomes of RUN (a name, an id, or 'latest')."""
-    from instep.store import outcome_dict, run_dict
+    from instep.store import run_dict
 
     store = open_store(app, db, must_exist=True)
     try:
         run = store.get_run(run_ref)
-        outcomes = [outcome_dict(o) for o in store.outcomes(run.id, final_only=not all_attempts)]
+        outcomes = store.outcome_rows(run.id, final_only=not all_attempts)
         counts = store.status_counts(run.id)
         planned = store.planned_count(run.id)
     finally:

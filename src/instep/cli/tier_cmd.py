@@ -89,13 +89,12 @@ def tier_l2(
     db: str | None,
 ) -> None:
     """Write tier L2 (batch regression): the failing cases of RUN, batch by batch."""
-    from instep.store import outcome_dict
     from instep.suites.tiers import tier_file, write_tier_file
 
     store = open_store(app, db, must_exist=True)
     try:
         run = store.get_run(run_ref)
-        outcomes = [outcome_dict(o) for o in store.outcomes(run.id)]
+        outcomes = store.outcome_rows(run.id)
         root = store.get_run(run_ref).settings.get("cwd") or str(Path.cwd())
     finally:
         store.close()
@@ -140,14 +139,13 @@ def tier_check(
 
     Without --expected: the run's tier's lists and instep's list for the run's profile.
     """
-    from instep.store import outcome_dict
     from instep.suites.expected_failures import builtin_lists, load_lists, reconcile
     from instep.suites.tiers import available_tiers
 
     store = open_store(app, db, must_exist=True)
     try:
         run = store.get_run(run_ref)
-        outcomes = [outcome_dict(o) for o in store.outcomes(run.id)]
+        outcomes = store.outcome_rows(run.id)
     finally:
         store.close()
     paths = list(lists)
@@ -219,13 +217,12 @@ def tier_propose(
     app: AppContext, run_ref: str, lists: tuple[Path, ...], fmt: str, db: str | None
 ) -> None:
     """For each listed entry RUN executed: a proposed layer, category and reason."""
-    from instep.store import outcome_dict
     from instep.suites.expected_failures import load_lists, propose, unittest_name
 
     store = open_store(app, db, must_exist=True)
     try:
         run = store.get_run(run_ref)
-        outcomes = [outcome_dict(o) for o in store.outcomes(run.id)]
+        outcomes = store.outcome_rows(run.id)
     finally:
         store.close()
     proposals = propose(outcomes, load_lists(lists))

@@ -38,7 +38,6 @@ def triage_command(
     db: str | None,
 ) -> None:
     """Group the failures of RUN into batches by (layer, category, signature)."""
-    from instep.store import outcome_dict
     from instep.triage.batches import first_seen, follow, group_batches, store_batches
     from instep.triage.reclassify import reclassify_run
 
@@ -46,7 +45,7 @@ def triage_command(
     try:
         run = store.get_run(run_ref)
         reclassify_run(store, run, app.profile(run.profile), every=reclassify)
-        outcomes = [outcome_dict(o) for o in store.outcomes(run.id)]
+        outcomes = store.outcome_rows(run.id)
         batches = group_batches(outcomes)
         store_batches(store, run.id, batches)
         history = first_seen(store, run)
@@ -54,7 +53,7 @@ def triage_command(
         if base_ref is not None:
             base = store.get_run(base_ref)
             reclassify_run(store, base, app.profile(base.profile), every=reclassify)
-            base_batches = group_batches(outcome_dict(o) for o in store.outcomes(base.id))
+            base_batches = group_batches(store.outcome_rows(base.id))
             progress = follow(base_batches, outcomes)
     finally:
         store.close()

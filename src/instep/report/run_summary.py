@@ -133,7 +133,7 @@ def summarize_run(store: Any, run_ref: str, *, history: int = DEFAULT_HISTORY) -
     rows_by_run: dict[int, list[dict[str, Any]]] = {}
     trend = []
     for earlier in series:
-        rows = final_outcome_rows(store, earlier.id)
+        rows = store.outcome_rows(earlier.id)
         rows_by_run[earlier.id] = rows
         trend.append(_trend_point(earlier, rows, store.planned_count(earlier.id)))
     outcomes = rows_by_run[run.id]
@@ -165,13 +165,6 @@ def summarize_run(store: Any, run_ref: str, *, history: int = DEFAULT_HISTORY) -
         cases=[_case_row(o, batch_of.get(o["case"]), chains.get(o["case"])) for o in outcomes],
         outcomes={o["case"]: o for o in outcomes},
     )
-
-
-def final_outcome_rows(store: Any, run_id: int) -> list[dict[str, Any]]:
-    """``outcome_dict`` rows of a run's final outcomes in plan order."""
-    from instep.store import outcome_dict
-
-    return [outcome_dict(o) for o in store.outcomes(run_id)]
 
 
 def _same_series(runs: list[Any], run: Any) -> list[Any]:

@@ -250,6 +250,10 @@ class Store:
                 query = query.where(Outcome.final.is_(True))
             return list(s.scalars(query))
 
+    def outcome_rows(self, run_id: int, *, final_only: bool = True) -> list[dict[str, Any]]:
+        """:meth:`outcomes` as plain dicts (:func:`outcome_dict`), what reports and triage read."""
+        return [outcome_dict(o) for o in self.outcomes(run_id, final_only=final_only)]
+
     def status_counts(self, run_id: int) -> Counter[str]:
         with self.session() as s:
             rows = s.execute(

@@ -83,15 +83,14 @@ def bisect_run(
     inductor_cache_dir: Path | None = None,
 ) -> LadderReport:
     """Re-run ``run``'s failed cases down the ladder and re-classify them (see module doc)."""
-    from instep.store import outcome_dict
     from instep.store.schema import Outcome
 
     began = time.monotonic()
     report = LadderReport()
     failed = {
-        o.case.nodeid: outcome_dict(o)
-        for o in store.outcomes(run.id)
-        if o.status in CLASSIFIED and not str(o.category or "").startswith("env.")
+        r["case"]: r
+        for r in store.outcome_rows(run.id)
+        if r["status"] in CLASSIFIED and not str(r["category"] or "").startswith("env.")
     }
     report.cases = len(failed)
     if not failed:
@@ -159,7 +158,7 @@ def _run_rung(
 ) -> dict[str, dict[str, Any]]:
     """Run ``cases`` with every compile redirected to ``rung``; their classified outcomes."""
     from instep.run.runner import RunOptions, execute_run
-    from instep.store import Store, outcome_dict
+    from instep.store import Store
 
     settings = dict(run.settings or {})
     rung_profile = profile.model_copy(update={"env": {**profile.env, ENV: rung}})
@@ -178,6 +177,6 @@ def _run_rung(
     result = execute_run(db, rung_profile, opts)
     store = Store(db)
     try:
-        return {o.case.nodeid: outcome_dict(o) for o in store.outcomes(result.run.id)}
+        return {r["case"]: r for r in store.outcome_rows(result.run.id)}
     finally:
         store.close()

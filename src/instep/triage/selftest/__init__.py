@@ -64,7 +64,6 @@ def run_selftest(
 ) -> SelftestResult:
     """Run the fault suite and compare each case's layer with the expected one."""
     from instep.run.runner import RunOptions, execute_run
-    from instep.store import outcome_dict
 
     began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="instep-selftest-") as tmp:
@@ -88,10 +87,7 @@ def run_selftest(
 
         opened = Store(target) if not isinstance(target, Store) else target
         try:
-            rows = {
-                outcome_dict(o)["case"].rsplit("::", 1)[-1]: outcome_dict(o)
-                for o in opened.outcomes(result.run.id)
-            }
+            rows = {r["case"].rsplit("::", 1)[-1]: r for r in opened.outcome_rows(result.run.id)}
         finally:
             if opened is not target:
                 opened.close()
