@@ -33,6 +33,7 @@ from typing import Any
 
 from instep.bundle.rerun_plugin import ENV_OUTCOME
 from instep.profiles import Profile
+from instep.run.host_protocol import signal_name
 
 #: TORCH_LOGS when the profile's debug_env does not set it.
 DEFAULT_TORCH_LOGS = "graph_code,aot_graphs,output_code,graph_breaks,recompiles"
@@ -174,7 +175,7 @@ def _execute(
     outcome = _read_outcome(workdir / "outcome.json")
     if status != "timeout":
         if code is not None and code < 0:
-            status, sig = "crashed", _signal_name(-code)
+            status, sig = "crashed", signal_name(-code)
         elif outcome is not None:
             status = str(outcome.get("status") or "error")
         elif code == 0:
@@ -182,7 +183,7 @@ def _execute(
         else:
             status = "error"  # collection failed, or pytest never reached the case
     elif code is not None and code < 0:
-        sig = _signal_name(-code)
+        sig = signal_name(-code)
     return RerunResult(argv, cwd, env, workdir, status, code, sig, duration, outcome)
 
 
@@ -199,13 +200,6 @@ def _abort_group(proc: subprocess.Popen[bytes]) -> None:
             continue
     with contextlib.suppress(ProcessLookupError):  # nothing of the group may live on
         os.killpg(proc.pid, signal.SIGKILL)
-
-
-def _signal_name(num: int) -> str:
-    try:
-        return signal.Signals(num).name
-    except ValueError:
-        return f"signal {num}"
 
 
 def _read_outcome(path: Path) -> dict[str, Any] | None:

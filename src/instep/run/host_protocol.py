@@ -8,7 +8,17 @@ runner -> host ``run`` (cases) and ``stop``; host -> runner ``ready``, ``collect
 
 from __future__ import annotations
 
+import signal
+
 #: Environment variable holding the host's two pipe fds: ``"IN,OUT"``.
 ENV_FDS = "INSTEP_HOST_FDS"
 #: Statuses that fail a run, retire an ``--isolate worker`` process and trigger reruns.
 FAILING = ("failed", "error", "crashed", "timeout")
+
+
+def signal_name(num: int) -> str:
+    """How a death by signal ``num`` is recorded (``SIGSEGV``; ``signal 99`` if unnamed)."""
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"

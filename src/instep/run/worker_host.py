@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from instep.run.host_protocol import ENV_FDS, FAILING
+from instep.run.host_protocol import ENV_FDS, FAILING, signal_name
 
 DUMP_GRACE_S = 0.5
 #: The pytest phase a child is in, written to a shared page (no message per phase).
@@ -41,13 +41,6 @@ PHASES = ("", "setup", "call", "teardown")
 #: Imported in the host after collection when the suite itself imported Dynamo: the first
 #: compile's lazy imports (~5 s) are then paid once, not in every forked case.
 WARM_AFTER_DYNAMO = ("torch._inductor.compile_fx",)
-
-
-def _signal_name(num: int) -> str:
-    try:
-        return signal.Signals(num).name
-    except ValueError:
-        return f"signal {num}"
 
 
 class HostSession:
@@ -225,7 +218,7 @@ class HostSession:
         tails = self._tails()
         evidence: dict[str, Any] = {"output_bytes": tails.pop("sizes")}
         if os.WIFSIGNALED(status):
-            sig = _signal_name(os.WTERMSIG(status))
+            sig = signal_name(os.WTERMSIG(status))
             what, exit_code, signame = f"killed by {sig}", None, sig
             if sig == "SIGKILL" and self.settings.get("memory_limit_mb"):
                 evidence["hint"] = "SIGKILL: possibly the out-of-memory killer"
