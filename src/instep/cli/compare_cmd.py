@@ -13,7 +13,7 @@ import click
 from rich.console import Console
 
 from instep.cli.context import AppContext
-from instep.cli.run_cmd import db_option, open_store
+from instep.cli.run_cmd import db_option, format_option, open_store
 
 _TITLES = {
     "new": "new failures",
@@ -29,9 +29,7 @@ _TITLES = {
 @click.command("compare")
 @click.argument("base_ref", metavar="BASE")
 @click.argument("new_ref", metavar="NEW", default="latest")
-@click.option(
-    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
-)
+@format_option
 @db_option
 @click.pass_obj
 def compare_command(app: AppContext, base_ref: str, new_ref: str, fmt: str, db: str | None) -> int:

@@ -23,6 +23,18 @@ def db_option(func):  # type: ignore[no-untyped-def]
     return click.option("--db", "db", metavar="PATH|URL", help=DB_HELP)(func)
 
 
+def format_option(func):  # type: ignore[no-untyped-def]
+    """``--format table|json`` of the commands that print a store's contents."""
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(["table", "json"]),
+        default="table",
+        show_default=True,
+        help="Output format.",
+    )(func)
+
+
 def store_target(app: AppContext, db: str | None) -> str:
     if db:
         return db

@@ -10,18 +10,11 @@ from rich.console import Console
 from rich.table import Table
 
 from instep.cli.context import AppContext
-from instep.cli.run_cmd import db_option, open_store
+from instep.cli.run_cmd import db_option, format_option, open_store
 
 
 @click.command("runs")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "json"]),
-    default="table",
-    show_default=True,
-    help="Output format.",
-)
+@format_option
 @db_option
 @click.pass_obj
 def runs_command(app: AppContext, fmt: str, db: str | None) -> None:

@@ -9,15 +9,14 @@ from rich.console import Console
 from rich.table import Table
 
 from instep.cli.context import AppContext
+from instep.cli.run_cmd import format_option
 
 
 @click.command("selftest")
 @click.option("--profile", "profile_name", default="cpu", show_default=True, metavar="NAME")
 @click.option("--workers", "-n", type=click.IntRange(min=1), default=2, show_default=True)
 @click.option("--only", "only", multiple=True, metavar="CASE", help="Run only this case.")
-@click.option(
-    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
-)
+@format_option
 @click.pass_obj
 def selftest_command(
     app: AppContext, profile_name: str, workers: int, only: tuple[str, ...], fmt: str

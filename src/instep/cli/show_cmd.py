@@ -13,19 +13,12 @@ from rich.console import Console
 from rich.table import Table
 
 from instep.cli.context import AppContext
-from instep.cli.run_cmd import db_option, open_store
+from instep.cli.run_cmd import db_option, format_option, open_store
 
 
 @click.command("show")
 @click.argument("run_ref", metavar="RUN", default="latest")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "json"]),
-    default="table",
-    show_default=True,
-    help="Output format.",
-)
+@format_option
 @click.option(
     "--status",
     "statuses",

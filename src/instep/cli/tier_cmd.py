@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from instep.cli.context import AppContext
-from instep.cli.run_cmd import db_option, open_store
+from instep.cli.run_cmd import db_option, format_option, open_store
 from instep.errors import BadInput
 
 FORMATS = ("instep", "pytorch", "npu")
@@ -129,7 +129,7 @@ def _absolute(root: str, nodeid: str) -> str:
     type=click.Path(path_type=Path, dir_okay=False),
     help="Expected-failure list (TOML, or PyTorch/torch_npu JSON); repeatable.",
 )
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+@format_option
 @db_option
 @click.pass_obj
 def tier_check(

@@ -17,16 +17,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from instep.cli.context import AppContext
-from instep.cli.run_cmd import db_option, open_store
+from instep.cli.run_cmd import db_option, format_option, open_store
 
 
 @click.command("triage")
 @click.argument("run_ref", metavar="RUN", default="latest")
 @click.option("--base", "base_ref", metavar="RUN", help="Follow this earlier run's batches.")
 @click.option("--reclassify", is_flag=True, help="Classify every failure again (profile changed).")
-@click.option(
-    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
-)
+@format_option
 @db_option
 @click.pass_obj
 def triage_command(
