@@ -27,23 +27,15 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from instep.impact.analysis import ImpactRequest, analyse
+from instep.impact.analysis import BEHAVIOUR, ImpactRequest, analyse
 from instep.impact.cache import ContentCache
 from instep.impact.indexing import diff_versions
-from instep.impact.model import ChangeKind
 from instep.impact.sources import diff_snapshots, is_test_path, open_snapshot
 
 UP_OLD, UP_NEW = "torch==2.13.0", "torch==2.14.1"
 DOWN_OLD, DOWN_NEW = "torch-npu==2.13.0", "torch-npu==2.14.0"
 RISKS = ("low", "medium", "high")
-ADAPTING = {
-    ChangeKind.BODY,
-    ChangeKind.SIGNATURE,
-    ChangeKind.VALUE,
-    ChangeKind.DECORATOR,
-    ChangeKind.REMOVED,
-    ChangeKind.RENAMED,
-}
+ADAPTING = BEHAVIOUR  # body, signature, value, decorator, removed, renamed
 
 
 def downstream_changes(cache: Path):

@@ -51,22 +51,7 @@ SECRET_WORDS = frozenset(
 #: In free text and data (``name = value`` in logs, code, JSON) a name is a secret only
 #: with one of these words, or ``KEY`` next to a qualifier: ``cache_key = ...`` or
 #: ``unlift_effect_tokens = True`` in generated code are no secrets.
-STRONG_WORDS = frozenset(
-    {
-        "TOKEN",
-        "SECRET",
-        "SECRETS",
-        "PASSWORD",
-        "PASSWORDS",
-        "PASSWD",
-        "PASSPHRASE",
-        "APIKEY",
-        "CREDENTIAL",
-        "CREDENTIALS",
-        "AUTH",
-        "COOKIE",
-    }
-)
+STRONG_WORDS = SECRET_WORDS - {"TOKENS", "PWD", "KEY", "KEYS", "COOKIES", "SESSION", "PRIVATE"}
 KEY_QUALIFIERS = frozenset({"API", "ACCESS", "PRIVATE", "SECRET", "SIGNING", "CLIENT"})
 #: Values that are never secrets (switches, empties, numbers).
 _PLAIN_VALUE = re.compile(
