@@ -549,15 +549,19 @@ class _Visitor:
         fallback import is still visited, inside its gate, as a reference of its own."""
         hot = self.full or self._touches(self.hot, node.lineno, node.end_lineno or node.lineno)
         scope = self.scopes[-1][0]
-        before = dict(scope)
+        # only an import fallback keeps the try body's names: copy the scope only then
+        before = dict(scope) if any(catches_import_error(h) for h in node.handlers) else None
         self.visit_list(node.body)
-        primary = {k: v for k, v in scope.items() if k not in before or before[k] != v}
+        primary = (
+            {k: v for k, v in scope.items() if k not in before or before[k] != v}
+            if before is not None
+            else {}
+        )
         for h in node.handlers:
             if hot and h.type is not None:
                 self.visit(h.type)
             self.visit_list(h.body)
-        if primary and any(catches_import_error(h) for h in node.handlers):
-            scope.update(primary)
+        scope.update(primary)
         self.visit_list(node.orelse)
         self.visit_list(node.finalbody)
 
