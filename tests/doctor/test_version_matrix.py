@@ -24,6 +24,10 @@ def test_probes_of_every_kind(monkeypatch, tmp_path):
             VersionProbe(name="pytest", module="pytest"),
             VersionProbe(name="py", python="import sys; print(sys.version_info[0])"),
             VersionProbe(name="echo", command=[sys.executable, "-c", "print('v 1.2')"]),
+            VersionProbe(
+                name="per_device",
+                command=[sys.executable, "-c", "print('535.1\\n535.1\\n\\n550.2')"],
+            ),
             VersionProbe(name="cann", file=str(release), regex=r"version=(\S+)"),
             VersionProbe(name="driver", env="INSTEP_TEST_DRIVER", regex=r"\d+\.\d+"),
             VersionProbe(name="absent", module="no_such_module_anywhere"),
@@ -33,6 +37,7 @@ def test_probes_of_every_kind(monkeypatch, tmp_path):
         "pytest": importlib.metadata.version("pytest"),
         "py": "3",
         "echo": "v 1.2",
+        "per_device": "535.1, 550.2",
         "cann": "8.0.RC3",
         "driver": "535.1",
         "absent": None,

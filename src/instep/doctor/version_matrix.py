@@ -180,13 +180,20 @@ def _probe_here(probe: VersionProbe, env: Mapping[str, str]) -> tuple[str | None
                 env=dict(env),
             )
             if proc.returncode == 0:
-                return proc.stdout.strip(), None
+                return _one_value(proc.stdout), None
             return None, f"{probe.command[0]} exited {proc.returncode}"
     except FileNotFoundError as exc:
         return None, f"not found: {exc.filename}"
     except (OSError, subprocess.TimeoutExpired) as exc:
         return None, " ".join(str(exc).split())
     return None, "no source"
+
+
+def _one_value(stdout: str) -> str:
+    """A command's answer as one value: per-device tools print a line per device
+    (``nvidia-smi --query-gpu=driver_version`` on two GPUs), and equal lines say one thing."""
+    lines = list(dict.fromkeys(line.strip() for line in stdout.splitlines() if line.strip()))
+    return ", ".join(lines)
 
 
 def _module_version_statically(module: str, attribute: str) -> str | None:
