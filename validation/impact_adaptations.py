@@ -10,7 +10,8 @@ against 2.14.0 with instep's own symbol diff, and compares, per downstream symbo
   removed or moved).
 
 It prints, per action, how many flagged symbols were adapted (against the base rate of
-all coupled symbols), how many adapted coupled symbols instep flagged at least Test, and
+all coupled symbols), how many adapted coupled symbols instep flagged at least Test, how
+many of the top downstream hotspots (``ImpactReport.hotspots``) were adapted, and
 the flagged-but-unchanged Shim places (either a false alarm or an adaptation still owed).
 Many torch_npu changes are its own work, unrelated to upstream: the base rate says how
 often a coupled symbol changes anyway. Nothing is imported or executed.
@@ -151,6 +152,18 @@ def main() -> None:
             f"  files holding a {action:4} place: {len(files):4}, changed in 2.14.0: "
             f"{len(files & adapted_files)} ({len(files & adapted_files) / max(1, len(files)):.1%})"
         )
+    # hotspots: downstream symbols ranked by how many upstream units reach them
+    places = {c.place for unit in report.units for c in unit.couplings}
+    place_base = len(places & adapted) / max(1, len(places))
+    ranked = [h["symbol"] for h in report.hotspots(limit=len(places))]
+    print(
+        f"hotspots (downstream symbols by upstream units reaching them; base rate "
+        f"{place_base:.1%} of {len(places)} coupled places):"
+    )
+    for k in (10, 25, 50, 100, 200):
+        hit = sum(s in adapted for s in ranked[:k])
+        lift = hit / k / place_base if place_base else 0.0
+        print(f"  top {k:3}: adapted {hit:3} ({lift:.1f}x the base rate)")
     pending = sorted(s for s, a in flagged.items() if a == "Shim" and s not in adapted)
     print(f"Shim places torch_npu 2.14.0 left unchanged ({len(pending)}):")
     for s in pending[:30]:

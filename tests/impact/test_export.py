@@ -149,3 +149,62 @@ def test_unwritable_output_is_one_line(tmp_path):
     blocker.write_text("x")
     with pytest.raises(BadInput, match="cannot write"):
         write(_report(), "json", blocker / "sub" / "out.json")
+
+
+def _hotspot_report() -> ImpactReport:
+    """Three upstream units reaching three downstream places, one of them at module level."""
+    path = "torch/_inductor/codegen/simd.py"
+
+    def change(qual: str, kind: ChangeKind) -> SymbolChange:
+        sym = Symbol(path, qual, SymbolKind.FUNCTION, 1, 2, signature="self")
+        return SymbolChange(path, qual, kind, SymbolKind.FUNCTION, Stage.INDUCTOR, old=sym, new=sym)
+
+    def ref(kind: CouplingKind, target: str, line: int, owner: str | None) -> Reference:
+        return Reference(kind, target, "torch_npu/codegen.py", line, "x", owner=owner)
+
+    body_a = change("SIMDKernel.a", ChangeKind.BODY)
+    body_b = change("SIMDKernel.b", ChangeKind.BODY)
+    removed = change("SIMDKernel.c", ChangeKind.REMOVED)
+    shared, lone = "NPUKernel.codegen", "NPUKernel.other"
+    units = [
+        # unit 1 and 2 both reach NPUKernel.codegen; unit 3 reaches NPUKernel.other (Shim)
+        UpstreamChange("u1", "a", "class", changes=[body_a]),
+        UpstreamChange("u2", "b", "class", changes=[body_b]),
+        UpstreamChange("u3", "c", "class", changes=[removed]),
+    ]
+    couplings = [
+        [
+            decide(body_a, ref(CouplingKind.INHERITED_PATH, "x.SIMDKernel.a", 10, shared)),
+            decide(body_a, ref(CouplingKind.IMPORT_USE, "x.SIMDKernel", 1, None)),  # module
+        ],
+        [decide(body_b, ref(CouplingKind.INHERITED_PATH, "x.SIMDKernel.b", 11, shared))],
+        [decide(removed, ref(CouplingKind.IMPORT_USE, "x.SIMDKernel.c", 20, lone))],
+    ]
+    return ImpactReport(
+        upstream={"mode": "release"},
+        downstream={"source": "d"},
+        units=[judge_unit(u, cs) for u, cs in zip(units, couplings, strict=True)],
+    )
+
+
+def test_hotspots_rank_downstream_symbols_by_upstream_units_reaching_them():
+    report = _hotspot_report()
+    couplings = [c for u in report.units for c in u.couplings]
+    assert [c.action.value for c in couplings] == ["Test", "Test", "Test", "Shim"]
+    spots = report.hotspots()
+    # two units beat one Shim; the module-level import line is not a place to read
+    assert [(s["symbol"], s["units"], s["action"]) for s in spots] == [
+        ("torch_npu/codegen.py::NPUKernel.codegen", 2, "Test"),
+        ("torch_npu/codegen.py::NPUKernel.other", 1, "Shim"),
+    ]
+    assert spots[0]["at"] == "torch_npu/codegen.py:10" and spots[0]["unit_ids"] == ["u1", "u2"]
+    doc = json.loads(render(report, "json"))
+    assert doc["hotspots"] == spots
+    owners = {c["downstream"]: c["owner"] for c in doc["units"][0]["couplings"]}
+    assert owners == {
+        "torch_npu/codegen.py:10": "NPUKernel.codegen",
+        "torch_npu/codegen.py:1": None,
+    }
+    md = render(report, "md")
+    assert "| torch_npu/codegen.py::NPUKernel.codegen | 2 | Test | low |" in md
+    assert "NPUKernel.codegen" in render(report, "html")

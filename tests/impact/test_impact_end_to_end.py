@@ -221,3 +221,15 @@ def test_patch_series_mode(pair, instep, tmp_path):
     assert doc["upstream"]["mode"] == "patches"
     expand = next(u for u in doc["units"] if u["pr"] == 101)
     assert expand["unit_kind"] == "patch" and expand["action"] == "Shim"
+
+
+def test_hotspots_name_downstream_functions_not_import_lines(commit_doc):
+    spots = {s["symbol"]: s for s in commit_doc["hotspots"]}
+    assert spots, "the downstream has Test and Shim places"
+    assert not any(symbol.endswith("::<module>") for symbol in spots)
+    expand = spots["torch_npu/_inductor/lowering_fx.py::_register_npu_lowerings.expand"]
+    assert (expand["action"], expand["kinds"]) == ("Shim", ["registration"])
+    load = spots["torch_npu/_inductor/codegen/triton.py::NPUTritonKernel.load"]
+    assert load["kinds"] == ["subclass_override"]
+    owners = {c["owner"] for u in commit_doc["units"] for c in u["couplings"]}
+    assert "NPUTritonKernel.load" in owners and None in owners

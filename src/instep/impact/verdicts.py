@@ -164,6 +164,7 @@ def decide(
         gate=ref.gate,
         best_effort=ref.best_effort,
         problems=list(problems),
+        owner=ref.owner,
     )
 
 

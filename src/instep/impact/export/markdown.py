@@ -51,6 +51,19 @@ def render_markdown(report: ImpactReport, max_evidence: int = 6) -> str:
         lines += ["", f"### {h['by_kind']}", "", "| kind | couplings |", "|---|---:|"]
         lines += [f"| {k} | {v} |" for k, v in summary["by_coupling_kind"].items()]
 
+    hotspots = report.hotspots()
+    if hotspots:
+        lines += ["", f"### {h['hotspots']}", ""]
+        lines += [
+            "| downstream | units | action | risk | kinds | at |",
+            "|---|---:|---|---|---|---|",
+        ]
+        lines += [
+            f"| {_cell(x['symbol'])} | {x['units']} | {x['action']} | {RISK[lang][x['risk']]} | "
+            f"{', '.join(x['kinds'])} | {_cell(x['at'])} |"
+            for x in hotspots
+        ]
+
     lines += ["", f"## {h['units']}", ""]
     cols = COLUMNS[lang]
     lines.append("| " + " | ".join(cols) + " |")
