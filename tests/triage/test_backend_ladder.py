@@ -68,13 +68,15 @@ def test_run_bisect_files_each_case_by_the_first_reproducing_rung(instep, tmp_pa
     from instep.triage.selftest import suite_source
 
     (tmp_path / "test_faults.py").write_text(suite_source())
-    cases = ["test_backward_formula", "test_decomposition", "test_lowering"]
+    cases = ["test_backward_formula", "test_decomposition", "test_lowering", "test_runtime"]
     args = [f"test_faults.py::{c}" for c in cases]
     result = instep(
         "run", *args, "--profile", "cpu", "--db", "s.db", "--run", "b", "-n", "2", "--bisect"
     )
     assert result.code == 1, result.err
-    assert "bisect: 3 failed cases" in result.err
+    assert "bisect: 4 failed cases" in result.err
+    # the rungs share the hosts: two workers, whatever the number of rungs
+    assert "re-runs on the backend ladder in 2 worker hosts" in result.err
     shown = json.loads(instep("show", "b", "--db", "s.db", "--format", "json").out)
     out = {o["case"].rsplit("::", 1)[1]: o for o in shown["outcomes"]}
     got = {c: (o["layer"], o["evidence"]["triage"]["decided_by"]) for c, o in out.items()}
@@ -82,6 +84,9 @@ def test_run_bisect_files_each_case_by_the_first_reproducing_rung(instep, tmp_pa
         "test_backward_formula": ("aot", "ladder"),
         "test_decomposition": ("decomposition", "ladder"),
         "test_lowering": ("lowering", "ladder"),
+        # its kernel raises under the eager backend too: the ladder bounds the compiler,
+        # the frames put it in the op's kernel
+        "test_runtime": ("runtime", "ladder"),
     }
     ladder = out["test_lowering"]["evidence"]["ladder"]
     assert ladder["first_rung"] == "inductor"

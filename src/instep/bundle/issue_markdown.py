@@ -462,7 +462,10 @@ def _stage_lines(o: dict[str, Any], t: dict[str, str]) -> list[str]:
         )
     if evidence.get("ladder"):
         ladder = evidence["ladder"]
-        rungs = ", ".join(f"{k}: {v}" for k, v in (ladder.get("rungs") or {}).items())
+        rungs = ", ".join(
+            f"{k}: {v.get('status') if isinstance(v, dict) else v}"
+            for k, v in (ladder.get("rungs") or {}).items()
+        )
         bound = ladder.get("layer") or ladder.get("min_layer")
         lines.append(f"  - backend ladder: {rungs} -> {bound}")
     if evidence.get("stack_layer"):

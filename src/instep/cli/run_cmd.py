@@ -254,8 +254,9 @@ def _bisect(target: str, result, profile, opts) -> None:  # type: ignore[no-unty
         store.close()
     share = 100.0 * report.wall_s / result.wall_s if result.wall_s else 0.0
     Console(stderr=True).print(
-        f"bisect: {report.cases} failed cases, {report.reruns} re-runs on the backend ladder,"
-        f" {report.wall_s:.1f} s (+{share:.0f} % over the run's {result.wall_s:.1f} s)",
+        f"bisect: {report.cases} failed cases, {report.reruns} re-runs on the backend ladder"
+        f" in {report.hosts_started} worker hosts, {report.wall_s:.1f} s"
+        f" (+{share:.0f} % over the run's {result.wall_s:.1f} s)",
         highlight=False,
     )
 

@@ -184,6 +184,25 @@ def _make_pool(profile: Profile, settings: dict[str, Any], opts: RunOptions) -> 
     return pool  # type: ignore[return-value]  # the same interface as WorkerPool
 
 
+def local_pool(profile: Profile, opts: RunOptions) -> WorkerPool:
+    """Worker hosts for ``opts`` outside a stored run (the backend ladder's re-runs, whose
+    work items carry their own environment). The caller starts and closes it."""
+    settings = _settings(profile, opts)
+    check_preimport(settings["preimport"], profile)
+    return WorkerPool(_host_config(profile, settings, opts), opts.workers)
+
+
+def classified_outcome(
+    event: PoolEvent, item: WorkItem, profile: Profile, classifier: Classifier
+) -> dict[str, Any]:
+    """A host's outcome as the store takes it: times, worker, device, and for a failure
+    its layer, category and signature."""
+    data = _outcome_values(event, item)
+    _note_stack_layer(data, profile)
+    _classify(data, item.nodeid, classifier)
+    return data
+
+
 def collect_cases(profile: Profile, opts: RunOptions) -> Collection:
     """``--collect-only``: the cases (and collection errors) one worker host sees."""
     settings = _settings(profile, opts)
@@ -330,9 +349,7 @@ def _execute(
                     reporter.case_started(event.nodeid, event.worker)
                 elif event.kind == "outcome" and event.item is not None:
                     item = event.item
-                    data = _outcome_values(event, item)
-                    _note_stack_layer(data, profile)
-                    _classify(data, item.nodeid, classifier)
+                    data = classified_outcome(event, item, profile, classifier)
                     history = attempts.setdefault(item.nodeid, [])
                     final = not (data["status"] in FAILING and item.attempt <= reruns)
                     data["final"] = final

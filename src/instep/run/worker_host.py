@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Iterator
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
@@ -134,7 +135,7 @@ class HostSession:
             if self.child is None:
                 self.child = _Child.fork(self)
             child = self.child
-            child.send([c["nodeid"] for c in pending])
+            child.send([(c["nodeid"], c.get("env")) for c in pending])
             current: dict[str, Any] | None = None
             started = time.monotonic()
             while True:
@@ -415,10 +416,11 @@ class _Child:
         os.close(ev_w)
         return cls(pid, Connection(req_w, readable=False), Connection(ev_r, writable=False))
 
-    def send(self, nodeids: list[str]) -> None:
+    def send(self, cases: list[tuple[str, dict[str, str] | None]]) -> None:
+        """Ask the child to run ``(nodeid, env)`` cases (env: set for that case only)."""
         self.case_started = time.monotonic()
         with contextlib.suppress(OSError):
-            self.requests.send(nodeids)
+            self.requests.send(cases)
 
     def reap(self, block: bool = True) -> int:
         """Wait for the child (killing its group if it lingers 5 s); its wait status."""
@@ -482,6 +484,25 @@ def _die_with_parent() -> None:
         os._exit(137)
 
 
+@contextlib.contextmanager
+def _case_env(env: dict[str, str] | None) -> Iterator[None]:
+    """``env`` set in this process for one case, the previous values back afterwards
+    (a child kept by ``--isolate worker`` runs the next case as it was)."""
+    if not env:
+        yield
+        return
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 def _child_main(host: HostSession, requests: Connection, events: Connection) -> None:
     from instep.run.output_capture import read_tail, redirect_std_fds, truncate_std_fds
 
@@ -514,10 +535,10 @@ def _child_main(host: HostSession, requests: Connection, events: Connection) -> 
     _start_stage_snapshots()
     while True:
         try:
-            chunk: list[str] = requests.recv()
+            chunk: list[tuple[str, dict[str, str] | None]] = requests.recv()
         except (EOFError, OSError):
             return
-        for index, nodeid in enumerate(chunk):
+        for index, (nodeid, env) in enumerate(chunk):
             board[0] = 0
             truncate_std_fds()
             events.send({"type": "start", "nodeid": nodeid})
@@ -530,10 +551,10 @@ def _child_main(host: HostSession, requests: Connection, events: Connection) -> 
                     "message": f"{nodeid} was not collected in this worker",
                 }
             else:
-                following = chunk[index + 1] if index + 1 < len(chunk) else None
+                following = chunk[index + 1][0] if index + 1 < len(chunk) else None
                 nextitem = host.items.get(following) if following else None
                 recorder.begin(nodeid)
-                with _CaseStages(stages_path) as stages:
+                with _CaseStages(stages_path) as stages, _case_env(env):
                     item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
                 data = recorder.finish()
                 if stages is not None and stages.graphs:

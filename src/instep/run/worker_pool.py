@@ -47,6 +47,8 @@ class WorkItem:
     file: str
     timeout: float | None = None
     attempt: int = 1
+    #: set in the case's process for this case only (the backend ladder's rung)
+    env: dict[str, str] | None = None
 
 
 @dataclass
@@ -138,7 +140,7 @@ class WorkerHost:
         self.to_host.send(
             {
                 "type": "run",
-                "cases": [{"nodeid": i.nodeid, "timeout": i.timeout} for i in items],
+                "cases": [{"nodeid": i.nodeid, "timeout": i.timeout, "env": i.env} for i in items],
             }
         )
 
@@ -182,6 +184,11 @@ class WorkerPool:
         self.failures = 0
         self.closed = False
         self.collected_once = False
+        self.hosts_started = 0  # host processes started, replacements included
+
+    def _new_host(self, index: int) -> WorkerHost:
+        self.hosts_started += 1
+        return WorkerHost(index, self.config, self.scratch)
 
     def __enter__(self) -> WorkerPool:
         return self
@@ -191,7 +198,7 @@ class WorkerPool:
 
     def start(self) -> None:
         for i in range(self.workers):
-            self.hosts[i] = WorkerHost(i, self.config, self.scratch)
+            self.hosts[i] = self._new_host(i)
 
     def close(self) -> None:
         if self.closed:
@@ -337,7 +344,7 @@ class WorkerPool:
                     data={"type": "died", "message": why, "log": host.log_tail()},
                 )
             return
-        self.hosts[host.index] = WorkerHost(host.index, self.config, self.scratch)
+        self.hosts[host.index] = self._new_host(host.index)
 
 
 def check_python_module(name: str) -> bool:

@@ -19,14 +19,14 @@ target only                lowering or deeper: the exception frames choose among
 none (target passes too)   not reproduced: the stored classification stays, ``flaky``
 ========================== ===========================================================
 
-The rung outcomes live in a temporary store; what each rung gave is written into the
-original outcome's ``evidence.ladder`` and the outcome is classified again with it.
-Only failed cases pay: cases that passed are never re-run.
+One set of worker hosts serves every rung: each re-run carries its rung in its own
+environment. What each rung gave is written into the original outcome's
+``evidence.ladder`` and the outcome is classified again with it. Only failed cases pay:
+cases that passed are never re-run.
 """
 
 from __future__ import annotations
 
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +45,7 @@ _RUNG_LAYER = {"aot_eager": Layer.AOT, "aot_eager_decomp_partition": Layer.DECOM
 class LadderReport:
     cases: int = 0
     reruns: int = 0
+    hosts_started: int = 0  # worker hosts started for the whole ladder, not per rung
     wall_s: float = 0.0
     layers: dict[str, str | None] = field(default_factory=dict)  # case -> ladder layer
 
@@ -98,21 +99,20 @@ def bisect_run(
     rungs: dict[str, dict[str, dict[str, Any]]] = {case: {} for case in failed}
     pending = set(failed)
     target = profile.dynamo_backend
-    with tempfile.TemporaryDirectory(prefix="instep-ladder-") as tmp:
-        for rung in ladder_of(profile):
+    with _LadderHosts(run, profile, sorted(failed), workers, inductor_cache_dir) as hosts:
+        for attempt, rung in enumerate(ladder_of(profile), start=1):
             if not pending:
                 break
-            results = _run_rung(
-                run, profile, rung, sorted(pending), workers, inductor_cache_dir, tmp
-            )
+            results = hosts.run(rung, sorted(pending), attempt)
             report.reruns += len(pending)
             for case in list(pending):
-                got = results.get(case, {"status": "missing"})
+                got = _rung_record(results.get(case, {"status": "missing"}))
                 rungs[case][rung] = got
                 if got.get("status") in CLASSIFIED and (
                     got.get("signature") == failed[case].get("signature")
                 ):
                     pending.discard(case)
+        report.hosts_started = hosts.pool.hosts_started
     classifier = Classifier(profile)
     with store.session() as s:
         for case, row in failed.items():
@@ -135,6 +135,17 @@ def bisect_run(
     return report
 
 
+RUNG_FIELDS = ("status", "layer", "category", "signature", "exception_type", "duration")
+
+
+def _rung_record(outcome: dict[str, Any]) -> dict[str, Any]:
+    """What ``evidence.ladder.rungs`` keeps of one rung's outcome (JSON, small)."""
+    record = {key: outcome.get(key) for key in RUNG_FIELDS}
+    if outcome.get("message"):
+        record["message"] = str(outcome["message"])[:300]
+    return record
+
+
 def _final_outcome_query(outcome_cls: Any, run_id: int, nodeid: str) -> Any:
     from sqlalchemy import select
 
@@ -147,36 +158,73 @@ def _final_outcome_query(outcome_cls: Any, run_id: int, nodeid: str) -> Any:
     )
 
 
-def _run_rung(
-    run: Any,
-    profile: Profile,
-    rung: str,
-    cases: list[str],
-    workers: int,
-    inductor_cache_dir: Path | None,
-    tmp: str,
-) -> dict[str, dict[str, Any]]:
-    """Run ``cases`` with every compile redirected to ``rung``; their classified outcomes."""
-    from instep.run.runner import RunOptions, execute_run
-    from instep.store import Store
+class _LadderHosts:
+    """One set of worker hosts for every rung of the ladder.
 
-    settings = dict(run.settings or {})
-    rung_profile = profile.model_copy(update={"env": {**profile.env, ENV: rung}})
-    opts = RunOptions(
-        paths=cases,
-        workers=max(1, min(workers, len(cases))),
-        isolate="case",
-        timeout=float(settings.get("timeout", 600.0)),
-        preimport=settings.get("preimport"),
-        pytest_args=[*settings.get("pytest_args", []), "-p", "instep.triage.backend_redirect"],
-        inductor_cache_dir=inductor_cache_dir,
-        cwd=Path(settings["cwd"]) if settings.get("cwd") else None,
-        name=f"ladder-{rung}",
-    )
-    db = str(Path(tmp) / f"{rung}.db")
-    result = execute_run(db, rung_profile, opts)
-    store = Store(db)
-    try:
-        return {r["case"]: r for r in store.outcome_rows(result.run.id)}
-    finally:
-        store.close()
+    The hosts collect the failed cases once, with the redirect plugin loaded; each work
+    item carries its rung in its environment (``INSTEP_LADDER_BACKEND``), set in the
+    case's own process only, so no host is started per rung. Cases run isolated.
+    """
+
+    def __init__(
+        self,
+        run: Any,
+        profile: Profile,
+        cases: list[str],
+        workers: int,
+        inductor_cache_dir: Path | None,
+    ) -> None:
+        from instep.run.runner import RunOptions, local_pool
+
+        settings = dict(run.settings or {})
+        opts = RunOptions(
+            paths=cases,
+            workers=max(1, min(workers, len(cases))),
+            isolate="case",
+            timeout=float(settings.get("timeout", 600.0)),
+            preimport=settings.get("preimport"),
+            pytest_args=[*settings.get("pytest_args", []), "-p", "instep.triage.backend_redirect"],
+            inductor_cache_dir=inductor_cache_dir,
+            cwd=Path(settings["cwd"]) if settings.get("cwd") else None,
+            name="ladder",
+        )
+        self.profile = profile
+        self.pool = local_pool(profile, opts)
+        self.classifier = Classifier(profile)
+        self.timeouts: dict[str, float | None] = {}
+
+    def __enter__(self) -> _LadderHosts:
+        self.pool.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.pool.close()
+
+    def run(self, rung: str, cases: list[str], attempt: int) -> dict[str, dict[str, Any]]:
+        """Run ``cases`` with every compile redirected to ``rung``; their classified outcomes
+        (a case missing from the answer did not run: every host failed)."""
+        from instep.run.runner import classified_outcome
+        from instep.run.worker_pool import WorkItem
+
+        def items() -> list[WorkItem]:
+            return [
+                WorkItem(c, c.split("::", 1)[0], self.timeouts.get(c), attempt, {ENV: rung})
+                for c in cases
+            ]
+
+        submitted = self.pool.collected_once
+        if submitted:
+            self.pool.submit(items())
+        results: dict[str, dict[str, Any]] = {}
+        for event in self.pool.events():
+            if event.kind == "collected":
+                for case in event.data["cases"]:
+                    self.timeouts[case["nodeid"]] = case.get("timeout")
+                if not submitted:
+                    self.pool.submit(items())
+                    submitted = True
+            elif event.kind == "outcome" and event.item is not None:
+                results[event.item.nodeid] = classified_outcome(
+                    event, event.item, self.profile, self.classifier
+                )
+        return results

@@ -110,6 +110,11 @@ class Classifier:
             ladder_layer = frame_layer if frame_layer.depth >= floor.depth else floor
         elif ladder.get("min_layer"):
             ladder_layer = Layer(ladder["min_layer"])
+        if ladder_layer is Layer.DYNAMO and frame_layer is Layer.RUNTIME:
+            # the eager rung runs the same op kernels: a kernel that fails (or crashes)
+            # at run time reproduces there too, which bounds the compiler, not the kernel
+            ladder_layer = Layer.RUNTIME
+            evidence["ladder_runtime"] = "reproduced by the eager backend in an op kernel"
 
         layer, confidence, decided_by = self._decide(
             data, chain, rule, frame_layer, ladder_layer, evidence
