@@ -126,15 +126,43 @@ def _where(resource: str, ids: list[str]) -> dict[str, Any]:
     }
 
 
+class StartBoard:
+    """A Ray actor (no resources) that each task tells when it starts running.
+
+    A task can wait in Ray's queue for as long as a busy cluster keeps its resource; its
+    time limit must count from when it runs, not from when it was submitted. Ages, not
+    times, go back to the driver, so no clock is compared across machines.
+    """
+
+    def __init__(self) -> None:
+        self._started: dict[int, float] = {}
+
+    def mark(self, key: int) -> None:
+        self._started[key] = time.monotonic()  # a re-executed task marks again: later
+
+    def ages(self, keys: list[int]) -> dict[int, float]:
+        now = time.monotonic()
+        return {k: now - self._started[k] for k in keys if k in self._started}
+
+
 def run_chunk(
-    config: HostConfig, items: list[WorkItem], resource: str, collection: bool = False
+    config: HostConfig,
+    items: list[WorkItem],
+    resource: str,
+    collection: bool = False,
+    board: Any = None,
+    key: int = 0,
 ) -> dict[str, Any]:
     """Body of one Ray task: run ``items`` in this worker's host (none: start it only).
 
-    Returns ``where`` (node, host, device ids), ``outcomes`` (``nodeid``, ``attempt``,
-    ``data``), ``collected`` (the host's collection, when ``collection`` asks for it) and
+    Tells ``board`` (a :class:`StartBoard` handle) that task ``key`` started. Returns
+    ``where`` (node, host, device ids), ``outcomes`` (``nodeid``, ``attempt``, ``data``),
+    ``collected`` (the host's collection, when ``collection`` asks for it) and
     ``host_failed``.
     """
+    if board is not None:
+        with contextlib.suppress(Exception):
+            board.mark.remote(key)
     ids = _granted_ids(resource)
     where = _where(resource, ids)
     device = ",".join(ids) or None
@@ -193,7 +221,9 @@ class _Flight:
     items: list[WorkItem]
     sent: float
     collect: bool = False  # the task whose collection plans the run
-    deadline: float = 0.0
+    limit_s: float = 0.0  # how long it may run once started
+    key: int = 0  # its name on the start board
+    deadline: float | None = None  # None: not started yet (queued in Ray), no limit
     overdue: bool = False
 
 
@@ -249,6 +279,9 @@ class RayPool:
         self._ray: Any = None
         self._remote: Any = None
         self._config_ref: Any = None
+        self._board: Any = None  # StartBoard actor; None: limits count from submission
+        self._keys = 0
+        self._board_read = 0.0
 
     def __enter__(self) -> RayPool:
         return self
@@ -281,9 +314,25 @@ class RayPool:
             task = ray.remote(max_calls=0)(run_chunk)
             self._remote = task.options(**task_resources(self.resource), max_retries=TASK_RETRIES)
             self._config_ref = ray.put(self.config)
+            self._board = self._start_board()
         except BaseException:
             self.close()
             raise
+
+    def _start_board(self) -> Any:
+        """The start board, on the driver's node where Ray can (it holds no resource)."""
+        ray = self._ray
+        options: dict[str, Any] = {"num_cpus": 0}
+        with contextlib.suppress(Exception):
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            here = ray.get_runtime_context().get_node_id()
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(here, soft=True)
+        try:
+            return ray.remote(StartBoard).options(**options).remote()
+        except Exception as exc:  # limits then count from submission, as a fallback
+            log.warning("no Ray start board (%s): task limits count from submission", exc)
+            return None
 
     def _wait_for_capacity(self) -> None:
         deadline = time.monotonic() + self.capacity_wait_s
@@ -325,6 +374,10 @@ class RayPool:
         if ray is None:
             return
         self._recall_inflight()
+        if self._board is not None:
+            with contextlib.suppress(Exception):
+                ray.kill(self._board)
+            self._board = None
         if self._owns_ray:
             with contextlib.suppress(Exception):
                 ray.shutdown()
@@ -390,11 +443,14 @@ class RayPool:
             self._send(chunk)
 
     def _send(self, items: list[WorkItem], collect: bool = False) -> None:
-        ref = self._remote.remote(self._config_ref, items, self.resource, collect)
+        self._keys += 1
+        key = self._keys
+        ref = self._remote.remote(self._config_ref, items, self.resource, collect, self._board, key)
         now = time.monotonic()
         limits = sum((i.timeout or self.config.timeout) + 5.0 for i in items)
-        deadline = now + STARTUP_ALLOWANCE_S + HOST_GRACE_S + 2 * limits
-        self.inflight[ref] = _Flight(items, now, collect, deadline)
+        limit_s = STARTUP_ALLOWANCE_S + HOST_GRACE_S + 2 * limits
+        deadline = None if self._board is not None else now + limit_s
+        self.inflight[ref] = _Flight(items, now, collect, limit_s, key, deadline)
 
     def events(self, poll_s: float = 0.2) -> Iterator[PoolEvent]:
         """Run until nothing is queued or in flight, yielding what the tasks report.
@@ -495,9 +551,30 @@ class RayPool:
             yield PoolEvent("outcome", -1, None, item.nodeid, item, data)
         self.submit(retry, front=True)
 
+    def _read_starts(self, now: float) -> None:
+        """Deadlines of the tasks that started since the last look (every 2 s)."""
+        if self._board is None or now - self._board_read < 2.0 or not self.inflight:
+            return
+        self._board_read = now
+        flights = {f.key: f for f in self.inflight.values()}
+        try:
+            ages = self._ray.get(self._board.ages.remote(list(flights)), timeout=10)
+        except Exception as exc:  # the board's node is gone: count from submission
+            log.warning("the Ray start board is gone (%s): limits count from submission", exc)
+            self._board = None
+            for flight in flights.values():
+                if flight.deadline is None:
+                    flight.deadline = flight.sent + flight.limit_s
+            return
+        for key, age in ages.items():
+            flights[key].deadline = now - age + flights[key].limit_s
+
     def _cancel_overdue(self) -> None:
         now = time.monotonic()
+        self._read_starts(now)
         for ref, flight in self.inflight.items():
+            if flight.deadline is None:
+                continue  # still waiting for the resource in Ray's queue
             if not flight.overdue and now > flight.deadline:
                 flight.overdue = True
                 log.warning("a Ray task is past its time limit; cancelling it")

@@ -1,0 +1,114 @@
+"""A Ray task's time limit counts from when it starts running, not from its submission.
+
+On a busy cluster a task waits in Ray's queue until another job gives the resource back.
+Here a real one-node Ray cluster has one unit of a resource, and another job's task holds
+it for longer than the run's tasks may take: the run must wait and then pass, not record
+its cases as crashed (the task limits are shrunk to a second so that the test is short).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+BLOCK_S = 10.0  # how long the other job holds the only unit of the resource
+SUITE = "def test_a():\n    pass\n\n\ndef test_b():\n    pass\n"
+PROFILE = """
+[profiles.slot]
+extends = "base"
+device_type = "npu"
+visible_devices_env = "ASCEND_RT_VISIBLE_DEVICES"
+device_resource = "SLOT"
+default_isolation = "case"
+"""
+
+
+@pytest.fixture(scope="module")
+def one_slot():
+    ray = pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 2, "resources": {"SLOT": 1}, "include_dashboard": False},
+    )
+    cluster.wait_for_nodes()
+    yield cluster
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster.shutdown()
+
+
+def test_tasks_queued_behind_another_job_are_not_timed_out(one_slot, tmp_path, monkeypatch):
+    import ray
+
+    from instep.cli import run as cli_run
+    from instep.run import ray_engine
+
+    # a task may take one second once it runs (host start-up, collection, cases)
+    monkeypatch.setattr(ray_engine, "STARTUP_ALLOWANCE_S", 1.0)
+    monkeypatch.setattr(ray_engine, "HOST_GRACE_S", 0.0)
+    (tmp_path / "test_q.py").write_text(SUITE)
+    (tmp_path / "instep.toml").write_text(PROFILE)
+    ray.init(address=one_slot.address, namespace="other-job", log_to_driver=False)
+
+    def hold_slot(flag: str, seconds: float) -> float:  # local: Ray ships it by value
+        Path(flag).touch()
+        time.sleep(seconds)
+        return seconds
+
+    flag = tmp_path / "holding"
+    other_job = (
+        ray.remote(hold_slot).options(num_cpus=0, resources={"SLOT": 1}).remote(str(flag), BLOCK_S)
+    )
+    deadline = time.monotonic() + 60
+    while not flag.exists():
+        assert time.monotonic() < deadline, "the other job never got the resource"
+        time.sleep(0.05)
+    held_from = time.monotonic()
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        code = cli_run(
+            [
+                "run",
+                "test_q.py",
+                "--engine",
+                "ray",
+                "--address",
+                one_slot.address,
+                "--profile",
+                "slot",
+                "--preimport",
+                "none",
+                "--timeout",
+                "1",
+                "--db",
+                str(tmp_path / "s.db"),
+                "--run",
+                "queued",
+            ]
+        )
+    finally:
+        os.chdir(old)
+    waited = time.monotonic() - held_from
+    assert ray.get(other_job) == BLOCK_S
+    assert waited >= BLOCK_S - 1.0, "the run did not have to wait: the test proves nothing"
+    from instep.store import Store
+
+    store = Store(str(tmp_path / "s.db"))
+    try:
+        rows = store.outcome_rows(store.get_run("queued").id, final_only=False)
+    finally:
+        store.close()
+    assert code == 0, json.dumps(rows, default=str)[:2000]
+    assert sorted((r["case"].rsplit("::", 1)[1], r["status"]) for r in rows) == [
+        ("test_a", "passed"),
+        ("test_b", "passed"),
+    ]
