@@ -238,6 +238,18 @@ def build_downstream(root: Path) -> Path:
         "torch_npu/_inductor/config_patch.py": DOWN_CONFIG,
         "torch_npu/utils/dyn.py": DOWN_DYNAMO,
         "torch_npu/utils/unrelated.py": DOWN_UNRELATED,
+        # the downstream's own tests (not indexed: suggested for the units they exercise)
+        "test/_inductor/test_lowering_fx.py": (
+            "from torch_npu._inductor import lowering_fx\n\n\n"
+            "def test_expand():\n    assert lowering_fx\n"
+        ),
+        "test/_inductor/test_kernel.py": (
+            "from torch._inductor.codegen.triton import (\n    TritonKernel,\n)\n\n\n"
+            "def test_kernel():\n    assert TritonKernel\n"
+        ),
+        "test/test_unrelated.py": (
+            "import torch_npu.utils.unrelated as u\n\n\ndef test_u():\n    assert u\n"
+        ),
     }
     for rel, text in files.items():
         path = root / rel

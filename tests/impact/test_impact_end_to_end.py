@@ -76,6 +76,9 @@ def test_expand_signature_is_shim_through_fork_and_registration(commit_doc):
     assert any("implicit" in c["detail"] for c in shim)
     assert "registration" in _kinds(unit)
     assert "test/inductor/test_lowering.py" in unit["suggested_tests"]
+    # then the downstream test importing the module that registers its own expand
+    assert unit["suggested_tests"][-1] == "test/_inductor/test_lowering_fx.py"
+    assert "test/test_unrelated.py" not in unit["suggested_tests"]
 
 
 def test_replacing_monkeypatch_masks_fix_and_revert_is_noted(commit_doc):
@@ -120,6 +123,9 @@ def test_subclass_override_and_inherited_method(commit_doc):
     assert load["subclass_override"].startswith("torch_npu/_inductor/codegen/triton.py:")
     body = kinds_of("torch/_inductor/codegen/simd.py::SIMDKernel.codegen_body")
     assert "inherited_path" in body
+    # a downstream test importing the changed upstream module itself
+    assert "test/_inductor/test_kernel.py" in unit["suggested_tests"]
+    assert "test/test_unrelated.py" not in unit["suggested_tests"]
 
 
 def test_release_mode_between_two_revisions(pair, instep):

@@ -39,6 +39,7 @@ from instep.impact.model import (
     SymbolKind,
     UpstreamChange,
 )
+from instep.impact.test_suggestions import DownstreamTests, suggested_tests
 from instep.impact.upstream_resolver import UpstreamResolver
 from instep.impact.verdicts import decide, judge_unit
 
@@ -407,7 +408,22 @@ class _Analysis:
         cache = ContentCache(self.cache_root, "downstream") if self.cache_root else None
         index = coupling_index.index_downstream(items, cache=cache, jobs=self.jobs)
         self.stats["downstream_files"] = len(items)
+        self.down_tests = self._downstream_tests(snap)
+        self.stats["downstream_tests"] = self.down_tests.count
         return index
+
+    def _downstream_tests(self, snap) -> DownstreamTests:
+        """The downstream's test files (not indexed), by what they import."""
+        from instep.impact.sources import is_test_path
+
+        paths = [
+            p
+            for p in snap.paths()
+            if p.endswith(".py")
+            and is_test_path(p)
+            and not any(fnmatch(p, pat) for pat in self.req.exclude)
+        ]
+        return DownstreamTests((p, snap.read(p).decode("utf-8", "replace")) for p in paths)
 
     # join ----------------------------------------------------------------------------
 
@@ -800,13 +816,17 @@ class _Analysis:
         return report
 
     def _tests(self, unit: UpstreamChange, couplings: list[Coupling]) -> list[str]:
+        """Upstream tests the change names or that are named after its files, then the
+        downstream tests importing the coupled modules (test_suggestions)."""
         tests = list(unit.upstream_tests)
         if couplings:
             stems = {Path(p).stem for p in unit.files}
             tests += [
                 p for p in self._upstream_tests() if Path(p).stem.removeprefix("test_") in stems
             ]
-        return sorted(dict.fromkeys(tests))[:20]
+        down = getattr(self, "down_tests", None)
+        downstream = down.for_unit(unit, couplings) if down is not None else []
+        return suggested_tests(sorted(dict.fromkeys(tests)), downstream)
 
     def _upstream_tests(self) -> list[str]:
         if not hasattr(self, "_test_paths"):
