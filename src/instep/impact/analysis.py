@@ -39,6 +39,7 @@ from instep.impact.model import (
     SymbolKind,
     UpstreamChange,
 )
+from instep.impact.no_gc import no_cyclic_gc
 from instep.impact.test_suggestions import DownstreamTests, suggested_tests
 from instep.impact.upstream_resolver import UpstreamResolver
 from instep.impact.verdicts import decide, judge_unit
@@ -932,7 +933,7 @@ def _release_title(uid: str, changes: list[SymbolChange]) -> str:
 
 def analyse(req: ImpactRequest) -> ImpactReport:
     """Run the whole analysis; warnings about skipped inputs end up in the report."""
-    with _collect_warnings() as warnings:
+    with _collect_warnings() as warnings, no_cyclic_gc():
         analysis = _Analysis(req)
         try:
             report = analysis.run()

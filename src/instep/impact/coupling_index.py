@@ -44,6 +44,7 @@ from importlib import resources
 from instep.impact import forks
 from instep.impact.cache import ContentCache, content_hash
 from instep.impact.model import CouplingKind, Reference, Registration, VersionGate, module_of
+from instep.impact.no_gc import no_cyclic_gc
 from instep.impact.registrations import (
     dotted_name,
     item_assignment,
@@ -1563,7 +1564,8 @@ def _index_chunk(
 ) -> list[DownstreamFileIndex]:
     """Index a chunk of files; with a cache, write each result there (in the worker, so
     that a cold run's cache writes are parallel too)."""
-    out = [_index_one(a) for a in chunk]
+    with no_cyclic_gc():
+        out = [_index_one(a) for a in chunk]
     if cache is not None and keys is not None:
         for r in out:
             cache.put(keys[r.path], r)
@@ -1594,7 +1596,8 @@ def index_downstream(
     results: list[DownstreamFileIndex]
     stored = False
     if jobs <= 1 or len(todo) < 8:
-        results = [_index_one(a) for a in todo]
+        with no_cyclic_gc():
+            results = [_index_one(a) for a in todo]
     else:
         todo.sort(key=lambda a: -len(a[1]))  # big files first, spread round-robin
         n = min(len(todo), jobs * 4)
