@@ -9,6 +9,7 @@ fork). Each step it calls lives in its own module; none of them imports analysed
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import multiprocessing
 import os
@@ -705,8 +706,10 @@ class _Analysis:
             if hit is not None:
                 return hit
         prints = self._parallel_fingerprints([(o, n) for _, o, n in cands], forks)
-        refs = forks.find_forked_functions(
-            functions, [(sym, o, n) for (sym, _, _), (o, n) in zip(cands, prints, strict=True)]
+        refs = self._parallel_forked_functions(
+            functions,
+            [(sym, o, n) for (sym, _, _), (o, n) in zip(cands, prints, strict=True)],
+            forks,
         )
         if cache is not None and key is not None:
             cache.put(key, refs)
@@ -722,6 +725,30 @@ class _Analysis:
         chunks = [pairs[i : i + size] for i in range(0, len(pairs), size)]
         with ProcessPoolExecutor(self.jobs) as pool:
             return [fp for part in pool.map(forks.fingerprint_pairs, chunks) for fp in part]
+
+    def _parallel_forked_functions(self, functions, upstream, forks):
+        """:func:`forks.find_forked_functions` over ``jobs`` processes, each matching a
+        contiguous run of whole files (so the result and its order are the same)."""
+        if self.jobs <= 1 or len(functions) < 2000:
+            return forks.find_forked_functions(functions, upstream)
+        cuts = [0]
+        step = -(-len(functions) // self.jobs)
+        for k in range(1, self.jobs):
+            at = max(cuts[-1], k * step)
+            while 0 < at < len(functions) and functions[at].path == functions[at - 1].path:
+                at += 1
+            cuts.append(at)
+        cuts.append(len(functions))
+        spans = [(a, b) for a, b in itertools.pairwise(cuts) if b > a]
+        global _FORK_MATCH
+        _FORK_MATCH = (functions, upstream)
+        try:
+            ctx = multiprocessing.get_context("fork")
+            with ProcessPoolExecutor(len(spans), mp_context=ctx) as pool:
+                parts = list(pool.map(_forks_in_span, spans))  # forks now: sees _FORK_MATCH
+        finally:
+            _FORK_MATCH = None
+        return [r for part in parts for r in part]
 
     def _lines(self, key) -> tuple[list[str] | None, list[str] | None]:
         """Decoded lines of the old and new version of a changed upstream file (memoised).
@@ -907,8 +934,21 @@ def _fork_refs_job() -> list[Reference]:
 
     assert _FORK_JOB is not None, "started without fork"
     analysis, units, down = _FORK_JOB
-    analysis.jobs = 1  # the parent is busy with the references: no pool in the child
+    # the parent matches references for about a third of this child's time: the child's
+    # pools (fingerprints, then matching) use the cores meanwhile and after
     return analysis._fork_refs(units, down, forks)
+
+
+_FORK_MATCH: tuple | None = None  # (downstream functions, upstream prints): matching pool
+
+
+def _forks_in_span(span: tuple[int, int]) -> list[Reference]:
+    """Body of a matching worker: forks among the downstream functions ``span``."""
+    from instep.impact import forks
+
+    assert _FORK_MATCH is not None, "started without fork"
+    functions, upstream = _FORK_MATCH
+    return forks.find_forked_functions(functions[span[0] : span[1]], upstream)
 
 
 def _now() -> str:
