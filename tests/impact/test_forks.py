@@ -143,3 +143,26 @@ def test_forked_file():
     )
     assert r.detail.startswith("file: ") and "torch/_inductor/lowering.py (old)" in r.detail
     assert 0.9 < r.similarity < 1.0
+
+
+def test_matching_over_processes_gives_the_serial_result_in_its_order():
+    """Many downstream files: the pool matches contiguous runs of whole files, in forks."""
+    from instep.impact import forks
+    from instep.impact.analysis import ImpactRequest, _Analysis
+
+    files = []
+    for k in range(1200):  # ~2,300 functions: above the pool's 2,000 threshold
+        body = DOWN if k % 7 == 0 else OTHER + OTHER.replace("def cat", f"def cat_{k}")
+        files.append(index_downstream_file(f"npu/f{k:03}.py", body.encode()))
+    functions = [f for fi in files for f in fi.functions]
+    assert len(functions) >= 2000
+    upstream = [(_sym("expand", UP_OLD), UP_OLD, UP_NEW), (_sym("cat", OTHER), OTHER, OTHER)]
+    serial = forks.find_forked_functions(functions, upstream)
+    analysis = _Analysis(ImpactRequest(downstream=".", upstream_old="a", upstream_new="b"))
+    analysis.jobs = 3
+    pooled = analysis._parallel_forked_functions(functions, upstream, forks)
+    assert pooled == serial
+    assert {r.target for r in pooled} == {
+        "torch._inductor.lowering.expand",
+        "torch._inductor.lowering.cat",
+    }
