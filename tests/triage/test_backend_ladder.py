@@ -8,7 +8,7 @@ import json
 import pytest
 
 from instep.triage.backend_ladder import ladder_verdict
-from instep.triage.backend_redirect import _redirect
+from instep.triage.backend_redirect import ENV, _redirect
 
 SIG = "RuntimeError: boom"
 
@@ -41,7 +41,7 @@ def test_first_reproducing_rung_bounds_the_layer():
     assert (v["reproduced"], v["layer"]) == (False, None)
 
 
-def test_redirect_replaces_whatever_backend_a_test_names():
+def test_redirect_replaces_whatever_backend_a_test_names(monkeypatch):
     seen = []
 
     def compile_(model=None, *, backend="inductor", mode=None, options=None):
@@ -50,11 +50,16 @@ def test_redirect_replaces_whatever_backend_a_test_names():
     def optimize(backend="inductor", nopython=False):
         seen.append((backend, nopython))
 
-    _redirect(compile_, "aot_eager", None)(print, backend="inductor", mode="max-autotune")
-    _redirect(compile_, "aot_eager", None)(print)
-    _redirect(optimize, "eager", 0)("inductor", nopython=True)
-    _redirect(optimize, "eager", 0)(backend="inductor")
+    compile_r, optimize_r = _redirect(compile_, None), _redirect(optimize, 0)
+    compile_r(print, backend="inductor", mode="max-autotune")  # no rung set: untouched
+    monkeypatch.setenv(ENV, "aot_eager")  # the rung is read at each call
+    compile_r(print, backend="inductor", mode="max-autotune")
+    compile_r(print)
+    monkeypatch.setenv(ENV, "eager")
+    optimize_r("inductor", nopython=True)
+    optimize_r(backend="inductor")
     assert seen == [
+        ("inductor", "max-autotune", None),
         ("aot_eager", None, None),
         ("aot_eager", None, None),
         ("eager", True),
@@ -91,3 +96,38 @@ def test_run_bisect_files_each_case_by_the_first_reproducing_rung(instep, tmp_pa
     ladder = out["test_lowering"]["evidence"]["ladder"]
     assert ladder["first_rung"] == "inductor"
     assert [ladder["rungs"][r]["status"] for r in ("eager", "aot_eager")] == ["passed", "passed"]
+
+
+IMPORT_TIME_SUITE = """
+import torch
+from torch._inductor import lowering
+
+compiled = torch.compile(lambda x: torch.sin(x) + 1)  # at import: before any rung is set
+
+
+def test_lowering_compiled_at_import(monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("selftest: the sin lowering is broken")
+
+    monkeypatch.setitem(lowering.lowerings, torch.ops.aten.sin.default, broken)
+    compiled(torch.randn(4))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch not installed")
+def test_bisect_of_a_suite_compiling_at_import_starts_hosts_per_rung(instep, tmp_path):
+    """A function compiled while collecting keeps the backend of that moment: shared hosts
+    cannot redirect it, so the case runs in hosts started with each rung set."""
+    (tmp_path / "test_import_time.py").write_text(IMPORT_TIME_SUITE)
+    result = instep(
+        "run", "test_import_time.py", "--profile", "cpu", "--db", "s.db", "--run", "i", "--bisect"
+    )
+    assert result.code == 1, result.err
+    shown = json.loads(instep("show", "i", "--db", "s.db", "--format", "json").out)
+    (outcome,) = shown["outcomes"]
+    ladder = outcome["evidence"]["ladder"]
+    # redirected at import by hosts started per rung: the debug backends pass
+    assert [ladder["rungs"][r]["status"] for r in ("eager", "aot_eager")] == ["passed", "passed"]
+    assert ladder["first_rung"] == "inductor"
+    assert outcome["layer"] == "lowering"

@@ -20,13 +20,17 @@ none (target passes too)   not reproduced: the stored classification stays, ``fl
 ========================== ===========================================================
 
 One set of worker hosts serves every rung: each re-run carries its rung in its own
-environment. What each rung gave is written into the original outcome's
+environment. A suite that compiles while its modules are imported cannot be redirected
+that way (the compiled function keeps the backend of that moment): its cases are run in
+hosts started per rung, as the redirect plugin asks (``NEEDS_OWN_HOST``). What each rung
+gave is written into the original outcome's
 ``evidence.ladder`` and the outcome is classified again with it. Only failed cases pay:
 cases that passed are never re-run.
 """
 
 from __future__ import annotations
 
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +38,7 @@ from typing import Any
 
 from instep.layers import Layer
 from instep.profiles import Profile
-from instep.triage.backend_redirect import ENV
+from instep.triage.backend_redirect import ENV, NEEDS_OWN_HOST
 from instep.triage.classifier import CLASSIFIED, Classifier
 
 DEBUG_RUNGS = ("eager", "aot_eager", "aot_eager_decomp_partition")
@@ -98,21 +102,44 @@ def bisect_run(
         return report
     rungs: dict[str, dict[str, dict[str, Any]]] = {case: {} for case in failed}
     pending = set(failed)
+    own_hosts: set[str] = set()  # compiled while collecting: the rung must be set at start
     target = profile.dynamo_backend
+
+    def note(case: str, rung: str, outcome: dict[str, Any], todo: set[str]) -> None:
+        got = rungs[case][rung] = _rung_record(outcome)
+        if got.get("status") in CLASSIFIED and (
+            got.get("signature") == failed[case].get("signature")
+        ):
+            todo.discard(case)
+
     with _LadderHosts(run, profile, sorted(failed), workers, inductor_cache_dir) as hosts:
         for attempt, rung in enumerate(ladder_of(profile), start=1):
             if not pending:
                 break
             results = hosts.run(rung, sorted(pending), attempt)
             report.reruns += len(pending)
-            for case in list(pending):
-                got = _rung_record(results.get(case, {"status": "missing"}))
-                rungs[case][rung] = got
-                if got.get("status") in CLASSIFIED and (
-                    got.get("signature") == failed[case].get("signature")
-                ):
+            for case in sorted(pending):
+                outcome = results.get(case, {"status": "missing"})
+                if outcome.get("skip_reason") == NEEDS_OWN_HOST:
                     pending.discard(case)
+                    own_hosts.add(case)
+                    continue
+                note(case, rung, outcome, pending)
         report.hosts_started = hosts.pool.hosts_started
+    if own_hosts:
+        # the suite compiled at import: hosts started per rung, each with the rung set
+        with tempfile.TemporaryDirectory(prefix="instep-ladder-") as tmp:
+            for rung in ladder_of(profile):
+                if not own_hosts:
+                    break
+                cases = sorted(own_hosts)
+                results = _run_rung_own_hosts(
+                    run, profile, rung, cases, workers, inductor_cache_dir, tmp
+                )
+                report.reruns += len(cases)
+                report.hosts_started += max(1, min(workers, len(cases)))
+                for case in cases:
+                    note(case, rung, results.get(case, {"status": "missing"}), own_hosts)
     classifier = Classifier(profile)
     with store.session() as s:
         for case, row in failed.items():
@@ -156,6 +183,42 @@ def _final_outcome_query(outcome_cls: Any, run_id: int, nodeid: str) -> Any:
         .join(Case, Case.id == outcome_cls.case_id)
         .where(outcome_cls.run_id == run_id, outcome_cls.final.is_(True), Case.nodeid == nodeid)
     )
+
+
+def _run_rung_own_hosts(
+    run: Any,
+    profile: Profile,
+    rung: str,
+    cases: list[str],
+    workers: int,
+    inductor_cache_dir: Path | None,
+    tmp: str,
+) -> dict[str, dict[str, Any]]:
+    """Run ``cases`` in hosts started with ``rung`` set (so that it reaches what the
+    test modules compile at import), in a temporary store; their classified outcomes."""
+    from instep.run.runner import RunOptions, execute_run
+    from instep.store import Store
+
+    settings = dict(run.settings or {})
+    rung_profile = profile.model_copy(update={"env": {**profile.env, ENV: rung}})
+    opts = RunOptions(
+        paths=cases,
+        workers=max(1, min(workers, len(cases))),
+        isolate="case",
+        timeout=float(settings.get("timeout", 600.0)),
+        preimport=settings.get("preimport"),
+        pytest_args=[*settings.get("pytest_args", []), "-p", "instep.triage.backend_redirect"],
+        inductor_cache_dir=inductor_cache_dir,
+        cwd=Path(settings["cwd"]) if settings.get("cwd") else None,
+        name=f"ladder-{rung}",
+    )
+    db = str(Path(tmp) / f"{rung}.db")
+    result = execute_run(db, rung_profile, opts)
+    store = Store(db)
+    try:
+        return {r["case"]: r for r in store.outcome_rows(result.run.id)}
+    finally:
+        store.close()
 
 
 class _LadderHosts:

@@ -1,20 +1,22 @@
 """A pytest plugin that redirects the backend tests compile with (for the backend ladder).
 
-Loaded by the ladder's worker hosts (``-p instep.triage.backend_redirect``).
-``INSTEP_LADDER_BACKEND`` names one rung (``eager``, ``aot_eager``,
-``aot_eager_decomp_partition`` or the target backend): set for the whole session, it is
-read at ``pytest_configure``, before test modules are imported; set for one case (the
-ladder's work items carry it, so one set of hosts serves every rung), it is read when
-that case starts. Either way ``torch.compile`` and ``torch._dynamo.optimize`` are
-wrapped so that whatever backend a test names is replaced by the rung's; a later rung
-replaces an earlier one's wrapper rather than stacking on it.
+Loaded by the ladder's worker hosts (``-p instep.triage.backend_redirect``). At
+``pytest_configure``, before test modules are imported, it wraps ``torch.compile`` and
+``torch._dynamo.optimize``; the wrappers read ``INSTEP_LADDER_BACKEND`` (one rung:
+``eager``, ``aot_eager``, ``aot_eager_decomp_partition`` or the target backend) at each
+call, so whatever backend a test names is replaced by the rung's. The variable may be set
+for the whole session or for one case only (the ladder's work items carry it, so one set
+of hosts serves every rung).
 
 What cannot be redirected: tests that call Inductor directly (``compile_fx``,
 ``torch._inductor.compile``, ``aot_compile``), tests that assert on generated code
 (``run_and_get_code``, FileCheck on output code: with a debug backend there is none, so
 they fail on every rung and the ladder reports the case as reproduced at ``eager``, i.e.
-not bounded), and compiled functions created before the plugin is configured. Nothing
-here classifies.
+not bounded), and functions compiled before the plugin is configured. A function
+compiled while the test modules are imported keeps the backend of that moment: when the
+rung is set per case and anything compiled during collection, each case of the session
+is skipped with :data:`NEEDS_OWN_HOST` and the ladder runs it in hosts started with the
+rung instead. Nothing here classifies.
 """
 
 from __future__ import annotations
@@ -29,19 +31,34 @@ import pytest
 ENV = "INSTEP_LADDER_BACKEND"
 
 
-def _redirect(original: Any, backend: str, position: int | None) -> Any:
+NEEDS_OWN_HOST = "instep ladder: compiled while collecting; needs a host started per rung"
+
+_STATE: dict[str, Any] = {"collecting": False, "compiled": False, "session_backend": None}
+
+
+def _rewrite(args: tuple, kwargs: dict, backend: str, position: int | None) -> tuple:
+    if position is None or "backend" in kwargs or len(args) <= position:
+        kwargs["backend"] = backend
+    else:
+        args = (*args[:position], backend, *args[position + 1 :])
+    if backend != "inductor":
+        kwargs.pop("mode", None)  # modes and options are Inductor's
+        kwargs.pop("options", None)
+    return args, kwargs
+
+
+def _redirect(original: Any, position: int | None) -> Any:
+    """``original`` with the backend replaced by ``$INSTEP_LADDER_BACKEND`` when set."""
+
     @functools.wraps(original)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if position is None or "backend" in kwargs or len(args) <= position:
-            kwargs["backend"] = backend
-        else:
-            args = (*args[:position], backend, *args[position + 1 :])
-        if backend != "inductor":
-            kwargs.pop("mode", None)  # modes and options are Inductor's
-            kwargs.pop("options", None)
+        if _STATE["collecting"]:
+            _STATE["compiled"] = True
+        backend = os.environ.get(ENV)
+        if backend:
+            args, kwargs = _rewrite(args, kwargs, backend, position)
         return original(*args, **kwargs)
 
-    wrapper.__instep_redirected__ = backend  # type: ignore[attr-defined]
     wrapper.__instep_original__ = original  # type: ignore[attr-defined]
     return wrapper
 
@@ -50,34 +67,16 @@ def _original(fn: Any) -> Any:
     return getattr(fn, "__instep_original__", fn)
 
 
-def install(backend: str) -> None:
+def install() -> None:
     """Wrap ``torch.compile`` (``backend`` is keyword-only) and ``torch._dynamo.optimize``
-    (backend is its first positional) so that every compile uses ``backend``."""
+    (backend is its first positional), once."""
     import torch
     import torch._dynamo
 
-    if getattr(torch.compile, "__instep_redirected__", None) != backend:
-        torch.compile = _redirect(_original(torch.compile), backend, None)
-    if getattr(torch._dynamo.optimize, "__instep_redirected__", None) != backend:
-        torch._dynamo.optimize = _redirect(_original(torch._dynamo.optimize), backend, 0)
-
-
-def pytest_configure(config: Any) -> None:
-    backend = os.environ.get(ENV)
-    if backend and ("torch" in sys.modules or _torch_available()):
-        install(backend)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_protocol(item: Any, nextitem: Any) -> None:
-    """A rung set for this case only (the worker host sets it in the case's process)."""
-    if "torch" not in sys.modules:
-        return
-    backend = os.environ.get(ENV)
-    if backend:
-        install(backend)
-    else:
-        uninstall()  # the previous case's rung must not leak into this one
+    if not hasattr(torch.compile, "__instep_original__"):
+        torch.compile = _redirect(torch.compile, None)
+    if not hasattr(torch._dynamo.optimize, "__instep_original__"):
+        torch._dynamo.optimize = _redirect(torch._dynamo.optimize, 0)
 
 
 def uninstall() -> None:
@@ -87,6 +86,24 @@ def uninstall() -> None:
 
     torch.compile = _original(torch.compile)
     torch._dynamo.optimize = _original(torch._dynamo.optimize)
+
+
+def pytest_configure(config: Any) -> None:
+    if "torch" in sys.modules or _torch_available():
+        install()
+        _STATE.update(collecting=True, compiled=False, session_backend=os.environ.get(ENV))
+
+
+def pytest_collection_finish(session: Any) -> None:
+    _STATE["collecting"] = False
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: Any) -> None:
+    """A rung set for this case only cannot reach what was compiled at import."""
+    backend = os.environ.get(ENV)
+    if _STATE["compiled"] and backend and backend != _STATE["session_backend"]:
+        pytest.skip(NEEDS_OWN_HOST)
 
 
 def _torch_available() -> bool:
