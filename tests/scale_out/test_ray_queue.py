@@ -112,3 +112,47 @@ def test_tasks_queued_behind_another_job_are_not_timed_out(one_slot, tmp_path, m
         ("test_a", "passed"),
         ("test_b", "passed"),
     ]
+
+
+def test_bisect_runs_the_ladder_on_the_cluster(one_slot, tmp_path):
+    """``--engine ray --bisect``: the re-runs go where the resource is, not to the driver."""
+    from instep.cli import run as cli_run
+    from instep.store import Store
+
+    (tmp_path / "test_f.py").write_text("def test_fails():\n    assert 'npu' == 'cpu'\n")
+    (tmp_path / "instep.toml").write_text(PROFILE)
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        code = cli_run(
+            [
+                "run",
+                "test_f.py",
+                "--engine",
+                "ray",
+                "--address",
+                one_slot.address,
+                "--profile",
+                "slot",
+                "--preimport",
+                "none",
+                "--db",
+                str(tmp_path / "s.db"),
+                "--run",
+                "b",
+                "--bisect",
+            ]
+        )
+    finally:
+        os.chdir(old)
+    assert code == 1
+    store = Store(str(tmp_path / "s.db"))
+    try:
+        (row,) = store.outcome_rows(store.get_run("b").id)
+    finally:
+        store.close()
+    ladder = row["evidence"]["ladder"]
+    eager = ladder["rungs"]["eager"]
+    # the same failure on the first rung, run by a Ray task (which names its node)
+    assert (eager["status"], ladder["first_rung"]) == ("failed", "eager")
+    assert eager["node"] == row["evidence"]["node"]["host"]

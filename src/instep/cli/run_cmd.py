@@ -249,13 +249,18 @@ def _bisect(target: str, result, profile, opts) -> None:  # type: ignore[no-unty
 
     store = Store(target)
     try:
-        report = bisect_run(store, result.run, profile, opts.workers, opts.inductor_cache_dir)
+        report = bisect_run(
+            store, result.run, profile, opts.workers, opts.inductor_cache_dir, base=opts
+        )
     finally:
         store.close()
     share = 100.0 * report.wall_s / result.wall_s if result.wall_s else 0.0
+    where = (
+        "on the Ray cluster" if opts.engine == "ray" else f"in {report.hosts_started} worker hosts"
+    )
     Console(stderr=True).print(
         f"bisect: {report.cases} failed cases, {report.reruns} re-runs on the backend ladder"
-        f" in {report.hosts_started} worker hosts, {report.wall_s:.1f} s"
+        f" {where}, {report.wall_s:.1f} s"
         f" (+{share:.0f} % over the run's {result.wall_s:.1f} s)",
         highlight=False,
     )

@@ -184,12 +184,11 @@ def _make_pool(profile: Profile, settings: dict[str, Any], opts: RunOptions) -> 
     return pool  # type: ignore[return-value]  # the same interface as WorkerPool
 
 
-def local_pool(profile: Profile, opts: RunOptions) -> WorkerPool:
-    """Worker hosts for ``opts`` outside a stored run (the backend ladder's re-runs, whose
-    work items carry their own environment). The caller starts and closes it."""
-    settings = _settings(profile, opts)
-    check_preimport(settings["preimport"], profile)
-    return WorkerPool(_host_config(profile, settings, opts), opts.workers)
+def make_pool(profile: Profile, opts: RunOptions) -> WorkerPool:
+    """The engine of ``opts`` (worker hosts here, or Ray tasks) outside a stored run: the
+    backend ladder's re-runs, whose work items carry their own environment. The caller
+    starts and closes it."""
+    return _make_pool(profile, _settings(profile, opts), opts)
 
 
 def classified_outcome(

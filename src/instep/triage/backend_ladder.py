@@ -86,8 +86,13 @@ def bisect_run(
     profile: Profile,
     workers: int = 1,
     inductor_cache_dir: Path | None = None,
+    base: Any = None,
 ) -> LadderReport:
-    """Re-run ``run``'s failed cases down the ladder and re-classify them (see module doc)."""
+    """Re-run ``run``'s failed cases down the ladder and re-classify them (see module doc).
+
+    ``base``: the run's :class:`~instep.run.runner.RunOptions`, whose devices and engine
+    (``--devices``, ``--engine ray`` and its cluster) the re-runs keep.
+    """
     from instep.store.schema import Outcome
 
     began = time.monotonic()
@@ -112,7 +117,7 @@ def bisect_run(
         ):
             todo.discard(case)
 
-    with _LadderHosts(run, profile, sorted(failed), workers, inductor_cache_dir) as hosts:
+    with _LadderHosts(run, profile, sorted(failed), workers, inductor_cache_dir, base) as hosts:
         for attempt, rung in enumerate(ladder_of(profile), start=1):
             if not pending:
                 break
@@ -125,7 +130,7 @@ def bisect_run(
                     own_hosts.add(case)
                     continue
                 note(case, rung, outcome, pending)
-        report.hosts_started = hosts.pool.hosts_started
+        report.hosts_started = getattr(hosts.pool, "hosts_started", 0)  # Ray: its workers'
     if own_hosts:
         # the suite compiled at import: hosts started per rung, each with the rung set
         with tempfile.TemporaryDirectory(prefix="instep-ladder-") as tmp:
@@ -134,7 +139,7 @@ def bisect_run(
                     break
                 cases = sorted(own_hosts)
                 results = _run_rung_own_hosts(
-                    run, profile, rung, cases, workers, inductor_cache_dir, tmp
+                    run, profile, rung, cases, workers, inductor_cache_dir, base, tmp
                 )
                 report.reruns += len(cases)
                 report.hosts_started += max(1, min(workers, len(cases)))
@@ -166,10 +171,14 @@ RUNG_FIELDS = ("status", "layer", "category", "signature", "exception_type", "du
 
 
 def _rung_record(outcome: dict[str, Any]) -> dict[str, Any]:
-    """What ``evidence.ladder.rungs`` keeps of one rung's outcome (JSON, small)."""
+    """What ``evidence.ladder.rungs`` keeps of one rung's outcome (JSON, small): with
+    ``--engine ray`` also the host it ran on."""
     record = {key: outcome.get(key) for key in RUNG_FIELDS}
     if outcome.get("message"):
         record["message"] = str(outcome["message"])[:300]
+    node = (outcome.get("evidence") or {}).get("node")
+    if isinstance(node, dict) and node.get("host"):
+        record["node"] = node["host"]
     return record
 
 
@@ -185,23 +194,29 @@ def _final_outcome_query(outcome_cls: Any, run_id: int, nodeid: str) -> Any:
     )
 
 
-def _run_rung_own_hosts(
+def _ladder_options(
     run: Any,
-    profile: Profile,
-    rung: str,
     cases: list[str],
     workers: int,
     inductor_cache_dir: Path | None,
-    tmp: str,
-) -> dict[str, dict[str, Any]]:
-    """Run ``cases`` in hosts started with ``rung`` set (so that it reaches what the
-    test modules compile at import), in a temporary store; their classified outcomes."""
-    from instep.run.runner import RunOptions, execute_run
-    from instep.store import Store
+    base: Any,
+    name: str,
+) -> Any:
+    """Options of the ladder's re-runs: the run's settings, isolated cases, the redirect
+    plugin, and the devices and engine the run had."""
+    from instep.run.runner import RunOptions
 
     settings = dict(run.settings or {})
-    rung_profile = profile.model_copy(update={"env": {**profile.env, ENV: rung}})
-    opts = RunOptions(
+    engine = {}
+    if base is not None:
+        engine = {
+            "devices": list(base.devices),
+            "engine": base.engine,
+            "address": base.address,
+            "ray_resource": base.ray_resource,
+            "max_tasks": base.max_tasks,
+        }
+    return RunOptions(
         paths=cases,
         workers=max(1, min(workers, len(cases))),
         isolate="case",
@@ -210,8 +225,28 @@ def _run_rung_own_hosts(
         pytest_args=[*settings.get("pytest_args", []), "-p", "instep.triage.backend_redirect"],
         inductor_cache_dir=inductor_cache_dir,
         cwd=Path(settings["cwd"]) if settings.get("cwd") else None,
-        name=f"ladder-{rung}",
+        name=name,
+        **engine,
     )
+
+
+def _run_rung_own_hosts(
+    run: Any,
+    profile: Profile,
+    rung: str,
+    cases: list[str],
+    workers: int,
+    inductor_cache_dir: Path | None,
+    base: Any,
+    tmp: str,
+) -> dict[str, dict[str, Any]]:
+    """Run ``cases`` in hosts started with ``rung`` set (so that it reaches what the
+    test modules compile at import), in a temporary store; their classified outcomes."""
+    from instep.run.runner import execute_run
+    from instep.store import Store
+
+    rung_profile = profile.model_copy(update={"env": {**profile.env, ENV: rung}})
+    opts = _ladder_options(run, cases, workers, inductor_cache_dir, base, f"ladder-{rung}")
     db = str(Path(tmp) / f"{rung}.db")
     result = execute_run(db, rung_profile, opts)
     store = Store(db)
@@ -236,23 +271,13 @@ class _LadderHosts:
         cases: list[str],
         workers: int,
         inductor_cache_dir: Path | None,
+        base: Any = None,
     ) -> None:
-        from instep.run.runner import RunOptions, local_pool
+        from instep.run.runner import make_pool
 
-        settings = dict(run.settings or {})
-        opts = RunOptions(
-            paths=cases,
-            workers=max(1, min(workers, len(cases))),
-            isolate="case",
-            timeout=float(settings.get("timeout", 600.0)),
-            preimport=settings.get("preimport"),
-            pytest_args=[*settings.get("pytest_args", []), "-p", "instep.triage.backend_redirect"],
-            inductor_cache_dir=inductor_cache_dir,
-            cwd=Path(settings["cwd"]) if settings.get("cwd") else None,
-            name="ladder",
-        )
+        opts = _ladder_options(run, cases, workers, inductor_cache_dir, base, "ladder")
         self.profile = profile
-        self.pool = local_pool(profile, opts)
+        self.pool = make_pool(profile, opts)
         self.classifier = Classifier(profile)
         self.timeouts: dict[str, float | None] = {}
 
