@@ -146,6 +146,10 @@ def test_release_mode_between_two_revisions(pair, instep):
     assert "torch/_inductor/lowering.py" in ids
     low = next(u for u in doc["units"] if u["id"] == "torch/_inductor/lowering.py")
     assert low["action"] == "Shim"
+    # the title names the symbols with the strongest couplings first
+    shim = {c["upstream"].split("::")[1] for c in low["couplings"] if c["action"] == "Shim"}
+    first = low["title"].split(": ", 1)[1].split(" (")[0]
+    assert first in shim, (low["title"], shim)
 
 
 def test_every_format_and_language(pair, instep, tmp_path):

@@ -811,6 +811,10 @@ class _Analysis:
         t = time.perf_counter()
         couplings = self.join(units, down)
         self._timed("join", t)
+        if self.mode == "release":
+            for i, u in enumerate(units):
+                if couplings.get(i):
+                    u.title = _release_title(u.id, _by_coupling(u.changes, couplings[i]))
         impacts: list[Impact] = []
         for i, u in enumerate(units):
             impacts.append(
@@ -963,6 +967,16 @@ def _slice(lines: list[str] | None, sym) -> str | None:
     if lines is None or sym is None:
         return None
     return "\n".join(lines[sym.line - 1 : sym.end_line])
+
+
+def _by_coupling(changes: list[SymbolChange], couplings: list[Coupling]) -> list[SymbolChange]:
+    """A unit's changes, those with the strongest couplings first (for its title): a file
+    with 137 changes is read by its Shim symbols, not by its first four."""
+    strongest: dict[str, int] = {}
+    for c in couplings:
+        strongest[c.upstream] = max(strongest.get(c.upstream, -1), c.action.rank)
+    order = sorted(range(len(changes)), key=lambda k: (-strongest.get(changes[k].ref, -1), k))
+    return [changes[k] for k in order]
 
 
 def _release_title(uid: str, changes: list[SymbolChange]) -> str:
