@@ -130,8 +130,7 @@ def test_subclass_override_and_inherited_method(commit_doc):
 
 def test_release_mode_between_two_revisions(pair, instep):
     up, down = pair
-    doc = _run_json(
-        instep,
+    res = instep(
         "impact",
         "--upstream-old",
         f"{up}@v1",
@@ -140,7 +139,14 @@ def test_release_mode_between_two_revisions(pair, instep):
         "--downstream",
         str(down),
         "--no-cache",
+        "--format",
+        "json",
     )
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    # the run ends by naming the first hotspot
+    top = doc["hotspots"][0]
+    assert f"start with {top['symbol']} ({top['at']})" in " ".join(res.err.split())
     assert doc["upstream"]["mode"] == "release"
     ids = {u["id"] for u in doc["units"]}
     assert "torch/_inductor/lowering.py" in ids

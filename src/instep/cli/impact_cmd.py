@@ -154,6 +154,14 @@ def impact(
         seconds,
         " (remembered report)" if report.stats.get("report_memo") == "hit" else "",
     )
+    top = report.hotspots(limit=1)
+    if top:
+        log.info(
+            "start with %s (%s): reached by %d upstream units",
+            top[0]["symbol"],
+            top[0]["at"],
+            top[0]["units"],
+        )
     if out is not None:
         log.info("wrote %s", out)
 
