@@ -45,10 +45,37 @@ def one_slot():
     cluster.shutdown()
 
 
+def _run_on_slot(cluster, root: Path, *args: str) -> int:
+    """``instep run ARGS --engine ray`` on the one-slot cluster, from ``root``, into
+    ``root/s.db``."""
+    from instep.cli import run as cli_run
+
+    old = os.getcwd()
+    os.chdir(root)
+    try:
+        return cli_run(
+            [
+                "run",
+                *args,
+                "--engine",
+                "ray",
+                "--address",
+                cluster.address,
+                "--profile",
+                "slot",
+                "--preimport",
+                "none",
+                "--db",
+                str(root / "s.db"),
+            ]
+        )
+    finally:
+        os.chdir(old)
+
+
 def test_tasks_queued_behind_another_job_are_not_timed_out(one_slot, tmp_path, monkeypatch, caplog):
     import ray
 
-    from instep.cli import run as cli_run
     from instep.run import ray_engine
 
     # a task may take 6 s (plus its cases' limits) once it runs: enough to start a host
@@ -73,31 +100,7 @@ def test_tasks_queued_behind_another_job_are_not_timed_out(one_slot, tmp_path, m
         assert time.monotonic() < deadline, "the other job never got the resource"
         time.sleep(0.05)
     held_from = time.monotonic()
-    old = os.getcwd()
-    os.chdir(tmp_path)
-    try:
-        code = cli_run(
-            [
-                "run",
-                "test_q.py",
-                "--engine",
-                "ray",
-                "--address",
-                one_slot.address,
-                "--profile",
-                "slot",
-                "--preimport",
-                "none",
-                "--timeout",
-                "1",
-                "--db",
-                str(tmp_path / "s.db"),
-                "--run",
-                "queued",
-            ]
-        )
-    finally:
-        os.chdir(old)
+    code = _run_on_slot(one_slot, tmp_path, "test_q.py", "--timeout", "1", "--run", "queued")
     waited = time.monotonic() - held_from
     cancelled = [r.getMessage() for r in caplog.records if "past its time limit" in r.getMessage()]
     assert cancelled == [], "a task queued behind the other job was cancelled"
@@ -119,35 +122,11 @@ def test_tasks_queued_behind_another_job_are_not_timed_out(one_slot, tmp_path, m
 
 def test_bisect_runs_the_ladder_on_the_cluster(one_slot, tmp_path):
     """``--engine ray --bisect``: the re-runs go where the resource is, not to the driver."""
-    from instep.cli import run as cli_run
     from instep.store import Store
 
     (tmp_path / "test_f.py").write_text("def test_fails():\n    assert 'npu' == 'cpu'\n")
     (tmp_path / "instep.toml").write_text(PROFILE)
-    old = os.getcwd()
-    os.chdir(tmp_path)
-    try:
-        code = cli_run(
-            [
-                "run",
-                "test_f.py",
-                "--engine",
-                "ray",
-                "--address",
-                one_slot.address,
-                "--profile",
-                "slot",
-                "--preimport",
-                "none",
-                "--db",
-                str(tmp_path / "s.db"),
-                "--run",
-                "b",
-                "--bisect",
-            ]
-        )
-    finally:
-        os.chdir(old)
+    code = _run_on_slot(one_slot, tmp_path, "test_f.py", "--run", "b", "--bisect")
     assert code == 1
     store = Store(str(tmp_path / "s.db"))
     try:

@@ -210,6 +210,7 @@ def _pair_task(
     return result.file_diff, None, _slim(result.new) if ship_new else None
 
 
+@no_cyclic_gc()  # here; the workers inherit the pause
 def diff_versions(
     pairs: Iterable[tuple[str, bytes | None, bytes | None]],
     stage_of: Callable[[str], Stage] | None = None,
@@ -223,19 +224,8 @@ def diff_versions(
     across the files of the batch; ``stage_of`` defaults to the shipped stage table.
     With a cache, a file pair seen before costs one small read. ``ship_new``: workers
     send the new indexes back (for callers that will read most of them anyway). The
-    cyclic collector is paused meanwhile (impact/no_gc.py), here and in the workers.
+    cyclic collector is paused meanwhile (impact/no_gc.py).
     """
-    with no_cyclic_gc():
-        return _diff_versions(pairs, stage_of, cache, jobs, ship_new)
-
-
-def _diff_versions(
-    pairs: Iterable[tuple[str, bytes | None, bytes | None]],
-    stage_of: Callable[[str], Stage] | None = None,
-    cache: ContentCache | None = None,
-    jobs: int | None = None,
-    ship_new: bool = False,
-) -> VersionDiff:
     stage_of = stage_of or StageMap()
     todo = []
     sources: dict[str, tuple[bytes | None, bytes | None]] = {}
