@@ -108,3 +108,25 @@ def test_version_diff_shape_and_lazy_indexes(tmp_path):
     assert [c.qualname for c in by_path["torch/_inductor/m1.py"]] == ["op_1"]
     assert "torch/_inductor/old_home.py" not in by_path  # the move is the new file's
     assert [c.kind for c in by_path["torch/_inductor/new_home.py"]] == [ChangeKind.RENAMED]
+
+
+def test_default_jobs_follow_the_cpus_this_process_may_use():
+    """A pinned or containerised run gets what it was given, and never more than 8."""
+    import os
+    import subprocess
+    import sys
+
+    from instep.impact.indexing import MAX_DEFAULT_JOBS, default_jobs
+
+    usable = len(os.sched_getaffinity(0))
+    assert default_jobs() == min(usable, MAX_DEFAULT_JOBS)
+    one = next(iter(os.sched_getaffinity(0)))
+    code = "from instep.impact.indexing import default_jobs; print(default_jobs())"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        preexec_fn=lambda: os.sched_setaffinity(0, {one}),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert out.strip() == "1"

@@ -88,7 +88,10 @@ def _stage_map(pairs: tuple[str, ...]) -> dict[str, str]:
     help="Leave out upstream/downstream paths matching GLOB (repeatable).",
 )
 @click.option(
-    "--jobs", type=click.IntRange(1, 64), default=None, help="Worker processes (default: up to 2)."
+    "--jobs",
+    type=click.IntRange(1, 64),
+    default=None,
+    help="Worker processes (default: the usable CPUs, at most 8).",
 )
 @click.option("--no-cache", is_flag=True, help="Do not read or write the analysis cache.")
 @click.pass_obj

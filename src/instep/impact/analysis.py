@@ -12,7 +12,6 @@ import dataclasses
 import itertools
 import logging
 import multiprocessing
-import os
 import re
 import time
 from collections import defaultdict
@@ -29,6 +28,7 @@ from typing import TypeVar
 from instep.errors import BadInput
 from instep.impact import call_paths
 from instep.impact.cache import ContentCache
+from instep.impact.indexing import default_jobs
 from instep.impact.model import (
     ChangeKind,
     Coupling,
@@ -196,7 +196,7 @@ class _Analysis:
 
         self.req = req
         self.mode = req.mode()
-        self.jobs = req.jobs or min(2, os.cpu_count() or 1)
+        self.jobs = req.jobs or default_jobs()
         root = req.cache_dir if req.use_cache else None
         self.cache_root = root
         self.stage_of = lambda path: stages.stage_for(path, req.stage_map or None)

@@ -12,12 +12,12 @@ commit (``symbol_diff.join``). Release diffs (one pair per path) use
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from instep.impact.cache import ContentCache
+from instep.impact.indexing import default_jobs
 from instep.impact.model import Stage
 from instep.impact.symbol_diff import FileDiff, diff_file
 from instep.impact.symbols import FileIndex, decode_or_error, index_against, index_text
@@ -102,7 +102,7 @@ def diff_history(
     for pos, (path, old, new) in enumerate(pairs):
         chains.setdefault(path, []).append((pos, old, new))
     root = str(cache_root) if cache_root is not None else None
-    jobs = jobs or min(2, os.cpu_count() or 1)
+    jobs = jobs or default_jobs()
     results: list[tuple[FileIndex | None, FileDiff] | None] = [None] * len(pairs)
     work = [(path, links, stage_of(path), root) for path, links in chains.items()]
     if jobs <= 1 or len(work) <= 1:

@@ -48,11 +48,19 @@ def index_key(path: str, data: bytes) -> str:
     return content_hash(head + data)
 
 
+#: Worker processes by default at most: each holds a parsed file and its indexes, so
+#: many more would cost memory for little (the stages are parse-bound and overlapped).
+MAX_DEFAULT_JOBS = 8
+
+
 def default_jobs() -> int:
+    """The CPUs this process may run on (its affinity: a pinned or containerised run
+    counts what it was given), at most :data:`MAX_DEFAULT_JOBS`."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        usable = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
+        usable = os.cpu_count() or 1
+    return max(1, min(usable, MAX_DEFAULT_JOBS))
 
 
 def _slim(index: FileIndex | None) -> FileIndex | None:
