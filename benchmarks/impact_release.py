@@ -1,7 +1,8 @@
 """Benchmark: `instep impact` on the torch 2.13.0 -> 2.14.1 release vs griffe, same run.
 
 Measures, each in its own child process pinned to ``--cpus`` CPUs (default 2, the
-target machine; wall seconds and peak RSS from wait4):
+target machine; instep's workers follow the pinning; wall seconds and peak RSS from
+wait4):
   1. instep cold: release diff torch==2.13.0 -> torch==2.14.1 against torch-npu==2.13.0,
      empty analysis cache (wheels already downloaded, so pip is not timed);
   2. instep warm: the same again (nothing changed: the remembered report);
@@ -71,7 +72,7 @@ INSTEP = """
 from pathlib import Path
 from instep.impact.analysis import ImpactRequest, analyse
 r = analyse(ImpactRequest(downstream={down!r}, upstream_old={old!r}, upstream_new={new!r},
-                          cache_dir=Path({cache!r}), jobs=2))
+                          cache_dir=Path({cache!r})))
 s = r.summary()
 print("units", s["units"], "couplings", s["couplings"], s["by_action"], r.stats["timings_s"])
 """
@@ -112,7 +113,7 @@ paths = sorted({{p.relative_to(r).as_posix() for r in (old, new)
                 for p in r.rglob("*.py") if "_inductor" in p.parts}})
 read = lambda r, p: (r / p).read_bytes() if (r / p).is_file() else None
 pairs = [(p, read(old, p), read(new, p)) for p in paths]
-d = diff_versions(pairs, cache=ContentCache(Path({cache!r}), "symbols"), jobs=2)
+d = diff_versions(pairs, cache=ContentCache(Path({cache!r}), "symbols"))
 print("files", len(paths), "symbol changes", len(d.changes))
 """
 
@@ -218,7 +219,7 @@ def per_commit(tmp: Path, commits: int) -> None:
 from pathlib import Path
 from instep.impact.analysis import ImpactRequest, analyse
 r = analyse(ImpactRequest(downstream={str(tmp / "down")!r}, upstream_git={str(repo)!r},
-            rev_range='base..HEAD', cache_dir=Path({str(tmp / "c2")!r}), jobs=2))
+            rev_range='base..HEAD', cache_dir=Path({str(tmp / "c2")!r})))
 print(len(r.units))
 """
     wall, rss, _ = run_child(code)
