@@ -8,6 +8,8 @@ Library code raises these; it never prints or exits.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class InstepError(Exception):
     """An expected error whose message is one line naming the input and what was expected."""
@@ -34,3 +36,13 @@ class MissingDependency(InstepError):
         extra = f"; {hint}" if hint else ""
         super().__init__(f"{needed_for} needs '{package}', which is not installed{extra}")
         self.package = package
+
+
+def require_module(name: str, needed_for: str, hint: str | None = None) -> Any:
+    """``import name``, or a one-line :class:`MissingDependency` naming what needs it."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise MissingDependency(name.split(".", 1)[0], needed_for, hint) from exc

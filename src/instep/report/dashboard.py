@@ -23,7 +23,7 @@ from typing import Any
 from markupsafe import Markup
 
 from instep import __version__
-from instep.errors import BadInput, MissingDependency
+from instep.errors import BadInput, require_module
 from instep.report.run_summary import TREND_SERIES, RunSummary, traceback_text, triad_of
 from instep.suites.case_record import LEGS
 
@@ -62,14 +62,9 @@ class Dashboard:
 
 def require_plotly() -> Any:
     """The ``plotly`` package, or a one-line :class:`MissingDependency` naming the extra."""
-    try:
-        import plotly.graph_objects as go
-        import plotly.offline
-    except ImportError as exc:
-        raise MissingDependency(
-            "plotly", "instep report (HTML)", "pip install 'instep[report]'"
-        ) from exc
-    return go, plotly.offline
+    needed_for, hint = "instep report (HTML)", "pip install 'instep[report]'"
+    go = require_module("plotly.graph_objects", needed_for, hint)
+    return go, require_module("plotly.offline", needed_for, hint)
 
 
 def script_json(value: Any) -> Markup:

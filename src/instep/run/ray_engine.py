@@ -37,8 +37,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from instep.errors import InstepError, MissingDependency
-from instep.run.worker_pool import HOST_GRACE_S, HostConfig, PoolEvent, WorkerPool, WorkItem
+from instep.errors import InstepError, require_module
+from instep.run.worker_pool import (
+    HOST_GRACE_S,
+    HostConfig,
+    PoolEvent,
+    WorkerPool,
+    WorkItem,
+    enqueue,
+)
 
 log = logging.getLogger(__name__)
 
@@ -57,13 +64,7 @@ NO_CAPACITY_STOP_S = 120.0
 
 
 def import_ray() -> Any:
-    try:
-        import ray
-    except ImportError as exc:
-        raise MissingDependency(
-            "ray", "instep run --engine ray", "pip install 'instep[ray]'"
-        ) from exc
-    return ray
+    return require_module("ray", "instep run --engine ray", "pip install 'instep[ray]'")
 
 
 def task_resources(resource: str) -> dict[str, Any]:
@@ -386,10 +387,7 @@ class RayPool:
 
     def submit(self, items: list[WorkItem], front: bool = False) -> None:
         self._submitted = True
-        if front:
-            self.queue.extendleft(reversed(items))
-        else:
-            self.queue.extend(items)
+        enqueue(self.queue, items, front)
 
     @property
     def busy(self) -> bool:
@@ -588,5 +586,5 @@ class RayPool:
         for ref, flight in list(self.inflight.items()):
             with contextlib.suppress(Exception):
                 self._ray.cancel(ref, force=True)
-            self.queue.extendleft(reversed(flight.items))
+            enqueue(self.queue, flight.items, front=True)
         self.inflight.clear()

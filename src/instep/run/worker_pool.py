@@ -172,6 +172,14 @@ class WorkerHost:
                 conn.close()
 
 
+def enqueue(queue: deque[WorkItem], items: list[WorkItem], front: bool = False) -> None:
+    """Queue ``items`` in order, at the back, or at the front (work handed back)."""
+    if front:
+        queue.extendleft(reversed(items))
+    else:
+        queue.extend(items)
+
+
 class WorkerPool:
     """``workers`` hosts sharing one queue of :class:`WorkItem`."""
 
@@ -210,10 +218,7 @@ class WorkerPool:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
     def submit(self, items: list[WorkItem], front: bool = False) -> None:
-        if front:
-            self.queue.extendleft(reversed(items))
-        else:
-            self.queue.extend(items)
+        enqueue(self.queue, items, front)
 
     @property
     def busy(self) -> bool:

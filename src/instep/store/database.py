@@ -18,7 +18,7 @@ from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError, ProgrammingError
 
-from instep.errors import BadInput, MissingDependency
+from instep.errors import BadInput, require_module
 
 log = logging.getLogger(__name__)
 
@@ -56,12 +56,7 @@ def open_engine(target: str | Path) -> Engine:
     """An engine on ``target`` whose schema is at :data:`HEAD`."""
     url = store_url(target)
     if url.startswith("postgresql"):
-        try:
-            import psycopg  # noqa: F401
-        except ImportError as exc:
-            raise MissingDependency(
-                "psycopg", "a PostgreSQL store", "pip install 'instep[postgres]'"
-            ) from exc
+        require_module("psycopg", "a PostgreSQL store", "pip install 'instep[postgres]'")
     engine = create_engine(url, future=True)
     if engine.dialect.name == "sqlite":
         _configure_sqlite(engine)
