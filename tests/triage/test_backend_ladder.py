@@ -124,6 +124,8 @@ def test_bisect_of_a_suite_compiling_at_import_starts_hosts_per_rung(instep, tmp
         "run", "test_import_time.py", "--profile", "cpu", "--db", "s.db", "--run", "i", "--bisect"
     )
     assert result.code == 1, result.err
+    # one shared host found the import-time compile; then one host per rung (four rungs)
+    assert "re-runs on the backend ladder in 5 worker hosts" in result.err
     shown = json.loads(instep("show", "i", "--db", "s.db", "--format", "json").out)
     (outcome,) = shown["outcomes"]
     ladder = outcome["evidence"]["ladder"]

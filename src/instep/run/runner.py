@@ -88,6 +88,7 @@ class RunResult:
     exit_code: int
     wall_s: float
     status: str
+    hosts_started: int = 0  # worker hosts the local pool started (0 with Ray: its workers)
 
 
 class RunReporter:
@@ -387,7 +388,8 @@ def _execute(
         code = EXIT_NO_TESTS
     else:
         code = EXIT_OK
-    result = RunResult(run, counts, total, code, time.monotonic() - began, status)
+    hosts = getattr(pool, "hosts_started", 0)
+    result = RunResult(run, counts, total, code, time.monotonic() - began, status, hosts)
     reporter.run_finished(result)
     return result
 

@@ -138,11 +138,11 @@ def bisect_run(
                 if not own_hosts:
                     break
                 cases = sorted(own_hosts)
-                results = _run_rung_own_hosts(
+                results, hosts_started = _run_rung_own_hosts(
                     run, profile, rung, cases, workers, inductor_cache_dir, base, tmp
                 )
                 report.reruns += len(cases)
-                report.hosts_started += max(1, min(workers, len(cases)))
+                report.hosts_started += hosts_started
                 for case in cases:
                     note(case, rung, results.get(case, {"status": "missing"}), own_hosts)
     classifier = Classifier(profile)
@@ -239,9 +239,10 @@ def _run_rung_own_hosts(
     inductor_cache_dir: Path | None,
     base: Any,
     tmp: str,
-) -> dict[str, dict[str, Any]]:
+) -> tuple[dict[str, dict[str, Any]], int]:
     """Run ``cases`` in hosts started with ``rung`` set (so that it reaches what the
-    test modules compile at import), in a temporary store; their classified outcomes."""
+    test modules compile at import), in a temporary store: their classified outcomes and
+    how many hosts that started."""
     from instep.run.runner import execute_run
     from instep.store import Store
 
@@ -251,7 +252,7 @@ def _run_rung_own_hosts(
     result = execute_run(db, rung_profile, opts)
     store = Store(db)
     try:
-        return {r["case"]: r for r in store.outcome_rows(result.run.id)}
+        return {r["case"]: r for r in store.outcome_rows(result.run.id)}, result.hosts_started
     finally:
         store.close()
 

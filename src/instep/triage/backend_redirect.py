@@ -63,10 +63,6 @@ def _redirect(original: Any, position: int | None) -> Any:
     return wrapper
 
 
-def _original(fn: Any) -> Any:
-    return getattr(fn, "__instep_original__", fn)
-
-
 def install() -> None:
     """Wrap ``torch.compile`` (``backend`` is keyword-only) and ``torch._dynamo.optimize``
     (backend is its first positional), once."""
@@ -77,15 +73,6 @@ def install() -> None:
         torch.compile = _redirect(torch.compile, None)
     if not hasattr(torch._dynamo.optimize, "__instep_original__"):
         torch._dynamo.optimize = _redirect(torch._dynamo.optimize, 0)
-
-
-def uninstall() -> None:
-    """Put back the original ``torch.compile`` and ``torch._dynamo.optimize``."""
-    import torch
-    import torch._dynamo
-
-    torch.compile = _original(torch.compile)
-    torch._dynamo.optimize = _original(torch._dynamo.optimize)
 
 
 def pytest_configure(config: Any) -> None:
