@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
+import time
 
 from instep.store import Store
 from instep.store.database import HEAD, current_revision, upgrade
@@ -49,6 +51,27 @@ def test_new_store_is_migrated_to_head_with_wal(tmp_path):
     upgrade(again.engine)
     assert current_revision(again.engine) == HEAD
     again.close()
+
+
+def test_new_store_waits_for_a_writer_that_holds_the_rollback_journal(tmp_path):
+    # Another runner created the file a moment ago and still holds its write lock, before
+    # the switch to WAL. SQLite refuses our switch at once (no busy handler: it would
+    # deadlock); opening must wait for the writer instead of failing "database is locked".
+    db = tmp_path / "s.db"
+    other = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    other.execute("CREATE TABLE scratch (a)")
+    other.execute("BEGIN")
+    other.execute("INSERT INTO scratch VALUES (1)")
+    releaser = threading.Timer(0.5, lambda: other.execute("COMMIT"))
+    releaser.start()
+    started = time.monotonic()
+    store = Store(db)
+    waited = time.monotonic() - started
+    releaser.join()
+    other.close()
+    assert current_revision(store.engine) == HEAD
+    assert waited >= 0.4
+    store.close()
 
 
 def test_an_attempt_is_stored_once(tmp_path):

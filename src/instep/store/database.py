@@ -12,6 +12,8 @@ This module knows connections and migrations; queries live in ``queries.py``.
 from __future__ import annotations
 
 import logging
+import sqlite3
+import time
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event, text
@@ -76,7 +78,7 @@ def _configure_sqlite(engine: Engine) -> None:
         dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
         cur = dbapi_conn.cursor()
         cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_MS}")
-        cur.execute("PRAGMA journal_mode = WAL")
+        _switch_to_wal(cur)
         cur.execute("PRAGMA synchronous = NORMAL")
         cur.execute("PRAGMA foreign_keys = ON")
         cur.close()
@@ -86,6 +88,28 @@ def _configure_sqlite(engine: Engine) -> None:
         # Take the write lock up front: a deferred transaction that upgrades to a writer
         # fails at once with SQLITE_BUSY instead of waiting for the other writer.
         conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _switch_to_wal(cur: sqlite3.Cursor) -> None:
+    """Put the file in WAL mode, waiting out other writers however long the busy timeout says.
+
+    Leaving the rollback journal needs the exclusive lock. A connection that holds a read
+    lock while another holds the write lock is refused at once (SQLite would deadlock
+    otherwise), without calling the busy handler: two runners opening a new store at the
+    same moment meet exactly this. So the refusal is retried here, with a growing pause.
+    """
+    deadline = time.monotonic() + SQLITE_BUSY_MS / 1000
+    pause = 0.005
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            busy = "locked" in str(exc) or "busy" in str(exc)
+            if not busy or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.25)
 
 
 def current_revision(engine: Engine) -> str | None:
