@@ -552,7 +552,7 @@ class _Analysis:
             for i, c in direct:
                 if still_there and c.kind in (ChangeKind.REMOVED, ChangeKind.RENAMED):
                     continue  # moved or now inherited: the name the downstream uses still works
-                extra = self._override_facts(c, r, resolver, overridden)
+                extra = self._override_facts(c, r, resolver, overridden) | {"called_directly"}
                 add(i, c, r, chain=[c.ref, f"{r.kind} at {r.at}"], extra=extra)
             cls = resolver.class_of(target)
             if cls is not None:
@@ -621,7 +621,10 @@ class _Analysis:
                         CouplingKind.IMPORT_USE,
                         chain=[c.ref, f"{qual} used at {r.at}"],
                         detail=f"uses {qual}, whose {member} changed",
-                        per_file=True,
+                        # calls of the class are calls of its __init__: each place is
+                        # judged on its own calls; other members, one place per file
+                        per_file=member != "__init__",
+                        extra=frozenset({"called_directly"} if member == "__init__" else ()),
                     )
 
     def _path_couplings(self, target, r, resolver, changed_in_module, memo, add) -> None:

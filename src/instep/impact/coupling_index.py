@@ -45,6 +45,7 @@ from instep.impact import forks
 from instep.impact.cache import ContentCache, content_hash
 from instep.impact.model import CouplingKind, Reference, Registration, VersionGate, module_of
 from instep.impact.no_gc import no_cyclic_gc
+from instep.impact.signatures import call_shape
 from instep.impact.registrations import (
     dotted_name,
     item_assignment,
@@ -65,8 +66,9 @@ from instep.tomlfile import parse_toml
 
 log = logging.getLogger(__name__)
 
-FORMAT = "coupling-index-v5"  # bump when any cached class changes shape
+FORMAT = "coupling-index-v6"  # bump when any cached class changes shape
 MAX_FILE_BYTES = 8 * 1024 * 1024
+MAX_CALL_SHAPES = 16  # distinct ways one def calls one upstream callable, kept per place
 SNIPPET_CHARS = 160
 
 _BUILTINS = frozenset(dir(builtins))
@@ -347,6 +349,10 @@ class _Visitor:
         self.hot: list[int] = []
         self._offsets: list[int] | None = None
         self.setattr_lines: list[int] = []
+        # how upstream callables are called: (target, owner) and (target, None) for the
+        # whole file -> distinct call shapes, or None once a non-call use was seen
+        self.call_uses: dict[tuple[str, str | None, bool], set[str] | None] = {}
+        self.called: set[int] = set()  # ids of the func nodes of calls
 
     # -- names ---------------------------------------------------------------------
     def is_up(self, dotted: str | None) -> bool:
@@ -437,6 +443,28 @@ class _Visitor:
                 owner=self.owner(),
             )
         )
+
+    def note_use(self, target: str, node: ast.AST, call: ast.Call | None = None) -> None:
+        """Record how ``node`` uses ``target``: called (with ``call``'s shape) or not."""
+        if call is None and id(node) in self.called:
+            return  # its call recorded the shape
+        for key in ((target, self.owner(), False), (target, None, True)):
+            shapes = self.call_uses.get(key, set())
+            if shapes is None:
+                continue
+            if call is None:
+                self.call_uses[key] = None
+            elif len(shapes) < MAX_CALL_SHAPES:
+                shapes.add(call_shape(call))
+                self.call_uses[key] = shapes
+
+    def call_shapes_of(self, ref: Reference) -> tuple[str, ...] | None:
+        """The calls a use (its def) or an import line (the file) makes of its target."""
+        if ref.detail == "use":
+            shapes = self.call_uses.get((ref.target, ref.owner, False))
+            return None if shapes is None else tuple(sorted(shapes))
+        shapes = self.call_uses.get((ref.target, None, True), set())
+        return None if shapes is None else tuple(sorted(shapes))
 
     def note_call(self, dotted: str) -> None:
         if self.frames and self.is_up(dotted):
@@ -621,6 +649,7 @@ class _Visitor:
         if self.is_up(b):
             b, _ = apply_handles(b)
             self.use(b, node.lineno)
+            self.note_use(b, node)
         elif self.is_own(b):
             self.pending_use(b, node.lineno)
 
@@ -634,6 +663,7 @@ class _Visitor:
             return
         if self.is_up(dotted):
             self.use(dotted, node.lineno)
+            self.note_use(dotted, node)
         elif self.is_own(dotted):
             self.pending_use(dotted, node.lineno)
 
@@ -982,6 +1012,8 @@ class _Visitor:
         if fn is not None and not fn.startswith("<class>"):
             if self.is_up(fn):
                 self.note_call(fn)
+                self.note_use(fn, func, node)
+                self.called.add(id(func))
                 ck = config_key(fn[: -len(".patch")] + ".x") if fn.endswith(".patch") else None
                 if ck is not None and ck[1] == "x":
                     self.config_patch(node, fn[: -len(".patch")])
@@ -1321,6 +1353,12 @@ def index_downstream_file(
     if spans:
         refs = [r if r.gate else replace(r, gate=lookup.at(r.line)) for r in refs]
         v.pending = [replace(r, gate=lookup.at(r.line)) for r in v.pending]
+    refs = [
+        replace(r, call_shapes=v.call_shapes_of(r))
+        if r.kind is CouplingKind.IMPORT_USE and r.detail.startswith(("use", "from ", "import "))
+        else r
+        for r in refs
+    ]
     out.references = refs
     out.functions = v.functions
     out.gates = [s.gate for s in spans]

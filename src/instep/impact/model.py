@@ -253,6 +253,11 @@ class Reference:
     matched_version: str | None = None  # forks: 'old' | 'new' (which upstream it matches best)
     gate: VersionGate | None = None
     best_effort: bool = False  # c_shim and other heuristic finds
+    # import_use: how the place calls the target (signatures.call_shape, one per distinct
+    # call; () when it never calls it; None when it also uses it otherwise, e.g. passes it
+    # on, so its callers are elsewhere). A use covers its enclosing def, an import line
+    # the whole file.
+    call_shapes: tuple[str, ...] | None = None
 
     @property
     def at(self) -> str:

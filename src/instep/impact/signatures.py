@@ -102,3 +102,51 @@ def incompatibilities(replacement: str, upstream: str, *, method: bool = False) 
 def same_parameters(a: str, b: str) -> bool:
     pa, pb = parse_params(a), parse_params(b)
     return pa is not None and pa == pb
+
+
+# --- calls the downstream makes -----------------------------------------------------
+
+
+def call_shape(call: ast.Call) -> str:
+    """How ``call`` passes its arguments, without the values: ``'2;fw,bw;*;**'``.
+
+    Positional count, keyword names, then ``*`` / ``**`` when an argument is unpacked
+    (such a call cannot be checked against a signature).
+    """
+    positional = sum(1 for a in call.args if not isinstance(a, ast.Starred))
+    star = "*" if len(call.args) != positional else ""
+    keywords = ",".join(k.arg for k in call.keywords if k.arg is not None)
+    dstar = "**" if any(k.arg is None for k in call.keywords) else ""
+    return f"{positional};{keywords};{star};{dstar}"
+
+
+def call_problems(shape: str, signature: str, *, method: bool = False) -> list[str] | None:
+    """Why a call of ``shape`` would not bind to ``signature`` (empty: it binds).
+
+    None when it cannot be told: the call unpacks ``*args`` / ``**kwargs``, or the
+    signature does not parse. ``method`` drops a leading ``self``/``cls`` (calls through
+    an instance or the class constructor).
+    """
+    params = parse_params(signature)
+    count, names, star, dstar = shape.split(";")
+    if params is None or star or dstar:
+        return None
+    if method:
+        params = _strip_self(params)
+    n = int(count)
+    problems: list[str] = []
+    if n > len(params.positional) and not params.varargs:
+        problems.append(f"passes {n} positional arguments, where it takes {len(params.positional)}")
+    bound = set(params.positional[:n])
+    keywordable = set(params.positional[params.positional_only :]) | set(params.keyword_only)
+    for name in names.split(",") if names else ():
+        if name in bound:
+            problems.append(f"passes '{name}' twice")
+        elif name in keywordable:
+            bound.add(name)
+        elif not params.varkw:
+            problems.append(f"passes keyword '{name}', which it does not accept")
+    for name in (*params.positional, *params.keyword_only):
+        if name in params.required and name not in bound:
+            problems.append(f"does not pass '{name}', which it requires")
+    return problems

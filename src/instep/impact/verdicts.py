@@ -28,7 +28,7 @@ from instep.impact.model import (
     Tristate,
     UpstreamChange,
 )
-from instep.impact.signatures import incompatibilities, same_parameters
+from instep.impact.signatures import call_problems, incompatibilities, same_parameters
 from instep.tomlfile import parse_toml
 
 # Kinds whose downstream function is *called by upstream code* in place of upstream's own
@@ -122,6 +122,18 @@ def facts_for(
                 facts.add("incompatible")
             if same_parameters(ref.signature, new_sig):
                 facts.add("same_as_new")
+    if (
+        kind is CouplingKind.IMPORT_USE
+        and "called_directly" in facts
+        and ref.call_shapes is not None
+        and ChangeKind.SIGNATURE in change.aspects
+    ):
+        fit, broken = _calls_against(change, ref.call_shapes)
+        if broken:
+            facts.add("call_breaks")
+            problems = broken
+        elif fit:
+            facts.add("calls_fit")
     if ref.calls_original:
         facts.add("calls_original")
     if ref.matched_version == "old":
@@ -129,6 +141,26 @@ def facts_for(
     elif ref.matched_version == "new":
         facts.add("fork_new")
     return frozenset(facts), problems
+
+
+def _calls_against(change: SymbolChange, shapes: tuple[str, ...]) -> tuple[bool, list[str]]:
+    """(every call binds to the new signature, why a call that bound to the old one does
+    not bind to the new). A call whose binding cannot be told (unpacked arguments) proves
+    nothing; nor, for a method, does one that did not bind to the old signature either
+    (``Cls.m(obj, ...)`` passes self: it would be miscounted)."""
+    old = change.old.signature if change.old is not None else None
+    new = change.new.signature if change.new is not None else None
+    if old is None or new is None:
+        return False, []
+    method = change.symbol_kind is SymbolKind.METHOD
+    fit = True
+    for shape in shapes:
+        before = call_problems(shape, old, method=method)
+        after = call_problems(shape, new, method=method)
+        if before == [] and after:
+            return False, [f"a call there {p}" for p in after]
+        fit = fit and after == [] and (before == [] or not method)
+    return fit, []
 
 
 def decide(

@@ -1,0 +1,194 @@
+"""Callers of a function whose signature changed: judged by how they call it.
+
+Real git repositories: upstream adds a required keyword to one function and an optional one
+to another, and a required parameter to a class's ``__init__``; the downstream calls them
+in ways the new signatures accept and reject, or passes one on as a value.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+
+import pytest
+
+from instep.impact.coupling_index import index_downstream_file
+from instep.impact.signatures import call_problems, call_shape
+
+from .gitrepo import RepoBuilder
+
+UTILS_V1 = """
+def pad(x, n):
+    return x
+
+
+def scale(x, factor=1):
+    return x * factor
+
+
+class Buf:
+    def __init__(self, name):
+        self.name = name
+"""
+
+UTILS_V2 = (
+    UTILS_V1.replace("def pad(x, n):", "def pad(x, n, *, mode):")
+    .replace("def scale(x, factor=1):", "def scale(x, factor=1, *, bias=0):")
+    .replace("def __init__(self, name):", "def __init__(self, name, layout):")
+)
+
+DOWN = """
+from torch._inductor.utils import Buf, pad, scale
+
+
+def padded(x):
+    return pad(x, 2)
+
+
+def padded_new_style(x):
+    return pad(x, 2, mode="constant")
+
+
+def scaled(x):
+    return scale(x, factor=2) + scale(x)
+
+
+def mapped(xs):
+    return list(map(scale, xs))
+
+
+def unpacked(args):
+    return pad(*args)
+
+
+def buffer():
+    return Buf("buf0")
+"""
+
+
+def _shape(src: str) -> str:
+    node = ast.parse(src).body[0]
+    assert isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+    return call_shape(node.value)
+
+
+def test_call_problems_bind_like_python():
+    sig = "x, sizes, *, implicit=False"
+    assert call_problems(_shape("f(a, b)"), sig) == []
+    assert call_problems(_shape("f(a, sizes=b, implicit=True)"), sig) == []
+    assert call_problems(_shape("f(a)"), sig) == ["does not pass 'sizes', which it requires"]
+    assert call_problems(_shape("f(a, b, c)"), sig) == [
+        "passes 3 positional arguments, where it takes 2"
+    ]
+    assert call_problems(_shape("f(a, x=b)"), "x, sizes") == [
+        "passes 'x' twice",
+        "does not pass 'sizes', which it requires",
+    ]
+    assert call_problems(_shape("f(a, y=1)"), "x, **kw") == []
+    assert call_problems(_shape("f(1, 2, 3)"), "a, *rest") == []
+    assert call_problems(_shape("f(a=1)"), "a, /") == [
+        "passes keyword 'a', which it does not accept",
+        "does not pass 'a', which it requires",
+    ]
+    # an instance call does not pass self
+    assert call_problems(_shape("o.m(1)"), "self, a", method=True) == []
+    # unpacked arguments cannot be checked
+    assert call_problems(_shape("f(*a)"), "a") is None
+    assert call_problems(_shape("f(**k)"), "a") is None
+
+
+def test_index_records_how_each_def_calls_each_upstream_callable():
+    idx = index_downstream_file("torch_npu/_inductor/fx.py", DOWN.encode())
+    uses = {
+        (r.target.rsplit(".", 1)[1], r.owner): r.call_shapes
+        for r in idx.references
+        if r.detail == "use"
+    }
+    assert uses[("pad", "padded")] == ("2;;;",)
+    assert uses[("pad", "padded_new_style")] == ("2;mode;;",)
+    assert uses[("scale", "scaled")] == ("1;;;", "1;factor;;")
+    assert uses[("scale", "mapped")] is None  # passed on: its callers are elsewhere
+    assert uses[("pad", "unpacked")] == ("0;;*;",)
+    assert uses[("Buf", "buffer")] == ("1;;;",)
+    # the import line answers for the whole file
+    imports = {
+        r.target.rsplit(".", 1)[1]: r.call_shapes
+        for r in idx.references
+        if r.detail.startswith("from ")
+    }
+    assert imports["pad"] == ("0;;*;", "2;;;", "2;mode;;")
+    assert imports["scale"] is None
+
+
+@pytest.fixture(scope="module")
+def doc(tmp_path_factory):
+    from instep.cli import run as cli_run
+
+    root = tmp_path_factory.mktemp("calls")
+    up = RepoBuilder(root / "pytorch")
+    up.write("torch/__init__.py", "")
+    up.write("torch/_inductor/__init__.py", "")
+    up.write("torch/_inductor/utils.py", UTILS_V1)
+    up.commit("base")
+    up.tag("v1")
+    up.write("torch/_inductor/utils.py", UTILS_V2)
+    up.commit("[inductor] utils: pad takes a mode, scale a bias, Buf a layout (#7)")
+    up.tag("v2")
+    down = root / "torch_npu"
+    for rel, text in {
+        "torch_npu/__init__.py": "",
+        "torch_npu/_inductor/__init__.py": "",
+        "torch_npu/_inductor/fx.py": DOWN,
+    }.items():
+        (down / rel).parent.mkdir(parents=True, exist_ok=True)
+        (down / rel).write_text(text, encoding="utf-8")
+    out = root / "impact.json"
+    args = ["impact", "--upstream-git", str(up.path), "--range", "v1..v2"]
+    args += ["--downstream", str(down), "--format", "json", "--out", str(out), "--no-cache"]
+    assert cli_run(args) == 0
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
+def _verdicts(doc: dict) -> dict[tuple[str, int], tuple[str, str, str, str]]:
+    unit = next(u for u in doc["units"] if u["pr"] == 7)
+    lines = DOWN.split("\n")
+    out = {}
+    for c in unit["couplings"]:
+        line = int(c["downstream"].rsplit(":", 1)[1])
+        key = (c["upstream"].split("::")[1], lines[line - 1].strip())
+        out[key] = (c["action"], c["risk"], c["code_change"], c["rule"])
+    return out, unit
+
+
+def test_a_call_the_new_signature_rejects_is_shim(doc):
+    got, unit = _verdicts(doc)
+    assert got[("pad", "return pad(x, 2)")] == ("Shim", "high", "yes", "signature.call_breaks")
+    assert got[("Buf.__init__", 'return Buf("buf0")')][3] == "signature.call_breaks"
+    assert unit["action"] == "Shim"
+    breaks = next(
+        c
+        for c in unit["couplings"]
+        if c["rule"] == "signature.call_breaks" and "pad" in c["upstream"]
+    )
+    assert "does not pass 'mode', which it requires" in breaks["detail"]
+
+
+def test_calls_that_still_bind_need_a_test_not_a_code_change(doc):
+    got, _ = _verdicts(doc)
+    assert got[("pad", 'return pad(x, 2, mode="constant")')] == (
+        "Test",
+        "low",
+        "no",
+        "signature.calls_fit",
+    )
+    assert got[("scale", "return scale(x, factor=2) + scale(x)")][3] == "signature.calls_fit"
+
+
+def test_calls_that_cannot_be_told_stay_unsure(doc):
+    got, _ = _verdicts(doc)
+    assert got[("scale", "return list(map(scale, xs))")][2:] == ("unsure", "signature.caller")
+    assert got[("pad", "return pad(*args)")][2:] == ("unsure", "signature.caller")
+    # the import line: pad is called in a way that breaks somewhere in the file
+    assert got[("pad", "from torch._inductor.utils import Buf, pad, scale")][3] == (
+        "signature.call_breaks"
+    )
