@@ -45,7 +45,6 @@ from instep.impact import forks
 from instep.impact.cache import ContentCache, content_hash
 from instep.impact.model import CouplingKind, Reference, Registration, VersionGate, module_of
 from instep.impact.no_gc import no_cyclic_gc
-from instep.impact.signatures import call_shape
 from instep.impact.registrations import (
     dotted_name,
     item_assignment,
@@ -55,6 +54,7 @@ from instep.impact.registrations import (
     registrations_of_decorators,
     registry_entries,
 )
+from instep.impact.signatures import call_shape
 from instep.impact.unparse import unparse
 from instep.impact.version_gates import (
     GateLookup,
