@@ -63,6 +63,13 @@ def unpacked(args):
 
 def buffer():
     return Buf("buf0")
+
+
+def checked(x) -> Buf:
+    try:
+        return isinstance(x, (Buf, int))
+    except Buf:
+        return False
 """
 
 
@@ -110,6 +117,8 @@ def test_index_records_how_each_def_calls_each_upstream_callable():
     assert uses[("scale", "mapped")] is None  # passed on: its callers are elsewhere
     assert uses[("pad", "unpacked")] == ("0;;*;",)
     assert uses[("Buf", "buffer")] == ("1;;;",)
+    # a class named in a type position (isinstance, except, annotation) is not called
+    assert uses[("Buf", "checked")] == ()
     # the import line answers for the whole file
     imports = {
         r.target.rsplit(".", 1)[1]: r.call_shapes
@@ -182,6 +191,7 @@ def test_calls_that_still_bind_need_a_test_not_a_code_change(doc):
         "signature.calls_fit",
     )
     assert got[("scale", "return scale(x, factor=2) + scale(x)")][3] == "signature.calls_fit"
+    assert got[("Buf.__init__", "return isinstance(x, (Buf, int))")][3] == "signature.calls_fit"
 
 
 def test_calls_that_cannot_be_told_stay_unsure(doc):

@@ -359,6 +359,17 @@ def test_parallel_and_cache_agree(tree, tmp_path):
     assert key(cold.references()) == key(index_downstream(items, jobs=1).references())
 
 
+def test_cached_indexes_of_other_analysis_code_are_not_reused(tree, tmp_path, monkeypatch):
+    import instep.impact.coupling_index as coupling_index
+
+    _, items = tree
+    cache = ContentCache(tmp_path / "c", "down")
+    index_downstream(items, cache=cache, jobs=1)
+    monkeypatch.setattr(coupling_index, "analysis_code_digest", lambda: "other instep code")
+    index_downstream(items, cache=cache, jobs=1)
+    assert cache.misses == 2 * len(items) and cache.hits == 0
+
+
 def test_registration_carries_the_registered_function(index):
     reg = next(r for r in _refs(index, K.REGISTRATION, "op:aten.expand"))
     assert reg.owner == "register_all.expand"

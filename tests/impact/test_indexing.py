@@ -45,6 +45,20 @@ def test_cache_key_includes_the_path(tmp_path):
     assert out["b/y.py"].symbols["f"].path == "b/y.py"
 
 
+def test_cache_entries_of_other_analysis_code_are_not_reused(tmp_path, monkeypatch):
+    import instep.impact.indexing as indexing
+
+    cache = symbol_cache(tmp_path)
+    items = [("a/x.py", b"def f():\n    return 1\n")]
+    index_many(items, cache=cache, jobs=1)
+    index_many(items, cache=cache, jobs=1)
+    assert (cache.misses, cache.hits) == (1, 1)
+    # an upgraded instep (or an edited checkout) computes indexes its own way
+    monkeypatch.setattr(indexing, "analysis_code_digest", lambda: "other instep code")
+    index_many(items, cache=cache, jobs=1)
+    assert (cache.misses, cache.hits) == (2, 1)
+
+
 def _release(n: int) -> list[tuple[str, bytes | None, bytes | None]]:
     pairs: list[tuple[str, bytes | None, bytes | None]] = []
     for i in range(n):

@@ -1,7 +1,9 @@
 """A content-addressed cache for per-file analysis results (symbol and coupling indexes).
 
 Entries are keyed by (namespace, content hash); the namespace carries a format version,
-so a change of an index's shape never reads stale entries. Writes are atomic (temp file
+and the keys of the analysis caches include :func:`analysis_code_digest` (instep's
+version and its analysis code and data), so neither a change of an index's shape nor
+an upgrade of instep reads stale entries. Writes are atomic (temp file
 + rename), so a killed process leaves no half-written entry. A corrupt or unreadable
 entry is treated as a miss. This module knows nothing about what it stores.
 """
@@ -13,6 +15,7 @@ import logging
 import os
 import pickle
 import tempfile
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,21 @@ log = logging.getLogger(__name__)
 
 def content_hash(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=20).hexdigest()
+
+
+@lru_cache(maxsize=1)
+def analysis_code_digest() -> str:
+    """Digest of instep's version and the analysis code and data (``instep/impact``):
+    part of every analysis cache key, so results from other code are never reused."""
+    import instep
+
+    h = hashlib.blake2b(digest_size=20)
+    h.update(str(getattr(instep, "__version__", "")).encode())
+    root = Path(__file__).parent
+    for path in sorted(root.rglob("*")):
+        if path.suffix in (".py", ".toml", ".json", ".j2") and path.is_file():
+            h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
 
 
 class ContentCache:

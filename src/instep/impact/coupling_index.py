@@ -42,7 +42,7 @@ from functools import lru_cache
 from importlib import resources
 
 from instep.impact import forks
-from instep.impact.cache import ContentCache, content_hash
+from instep.impact.cache import ContentCache, analysis_code_digest, content_hash
 from instep.impact.model import CouplingKind, Reference, Registration, VersionGate, module_of
 from instep.impact.no_gc import no_cyclic_gc
 from instep.impact.registrations import (
@@ -353,6 +353,10 @@ class _Visitor:
         # whole file -> distinct call shapes, or None once a non-call use was seen
         self.call_uses: dict[tuple[str, str | None, bool], set[str] | None] = {}
         self.called: set[int] = set()  # ids of the func nodes of calls
+        # type positions (annotations, except clauses, isinstance's class argument) name a
+        # class without calling or passing it on: not a use for the call check
+        self.in_type = 0
+        self.type_nodes: set[int] = set()
 
     # -- names ---------------------------------------------------------------------
     def is_up(self, dotted: str | None) -> bool:
@@ -445,18 +449,19 @@ class _Visitor:
         )
 
     def note_use(self, target: str, node: ast.AST, call: ast.Call | None = None) -> None:
-        """Record how ``node`` uses ``target``: called (with ``call``'s shape) or not."""
+        """Record how ``node`` uses ``target``: called (with ``call``'s shape), named in a
+        type position (no effect on calls), or otherwise (passed on: callers unknown)."""
         if call is None and id(node) in self.called:
             return  # its call recorded the shape
+        typed = call is None and (self.in_type > 0 or id(node) in self.type_nodes)
         for key in ((target, self.owner(), False), (target, None, True)):
-            shapes = self.call_uses.get(key, set())
-            if shapes is None:
+            shapes = self.call_uses.setdefault(key, set())
+            if shapes is None or typed:
                 continue
             if call is None:
                 self.call_uses[key] = None
             elif len(shapes) < MAX_CALL_SHAPES:
                 shapes.add(call_shape(call))
-                self.call_uses[key] = shapes
 
     def call_shapes_of(self, ref: Reference) -> tuple[str, ...] | None:
         """The calls a use (its def) or an import line (the file) makes of its target."""
@@ -588,7 +593,7 @@ class _Visitor:
         )
         for h in node.handlers:
             if hot and h.type is not None:
-                self.visit(h.type)
+                self.type_position(h.type)
             self.visit_list(h.body)
         scope.update(primary)
         self.visit_list(node.orelse)
@@ -597,6 +602,13 @@ class _Visitor:
     def generic(self, node: ast.AST) -> None:
         for child in _children(node):
             self.visit(child)
+
+    def type_position(self, node: ast.AST) -> None:
+        self.in_type += 1
+        try:
+            self.visit(node)
+        finally:
+            self.in_type -= 1
 
     def visit_list(self, nodes: Iterable[ast.AST]) -> None:
         for n in nodes:
@@ -691,9 +703,9 @@ class _Visitor:
         self.visit_list(d for d in node.args.kw_defaults if d is not None)
         for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs):
             if a.annotation is not None:
-                self.visit(a.annotation)
+                self.type_position(a.annotation)
         if node.returns is not None:
-            self.visit(node.returns)
+            self.type_position(node.returns)
         outer_q = ".".join(self.owner_stack)
         qual = f"{outer_q}.{node.name}" if outer_q else node.name
         self.bind(node.name, f"<def>{qual}")
@@ -810,7 +822,7 @@ class _Visitor:
     def v_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is not None:
             self.visit(node.value)
-        self.visit(node.annotation)
+        self.type_position(node.annotation)
         if node.value is not None:
             self.assign_target(node.target, node.value, node)
         elif isinstance(node.target, ast.Name):
@@ -988,6 +1000,15 @@ class _Visitor:
         func = node.func
         if isinstance(func, ast.Name) and func.id == "setattr" and self.lookup("setattr") is None:
             self.setattr_call(node)
+        elif (
+            isinstance(func, ast.Name)
+            and func.id in ("isinstance", "issubclass")
+            and len(node.args) == 2
+            and self.lookup(func.id) is None
+        ):
+            classes = node.args[1]
+            for c in classes.elts if isinstance(classes, ast.Tuple) else (classes,):
+                self.type_nodes.add(id(c))
         elif (
             isinstance(func, ast.Attribute)
             and isinstance(func.value, ast.Call)
@@ -1621,7 +1642,7 @@ def index_downstream(
     files: dict[str, DownstreamFileIndex] = {}
     todo: list[tuple[str, bytes, tuple[str, ...]]] = []
     keys: dict[str, str] = {}
-    tag = f"{FORMAT}|{','.join(roots)}|".encode()
+    tag = f"{FORMAT}|{analysis_code_digest()}|{','.join(roots)}|".encode()
     for path, data in items:
         key = content_hash(tag + path.encode() + b"\0" + data)
         keys[path] = key

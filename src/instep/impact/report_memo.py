@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from instep.impact.cache import ContentCache
+from instep.impact.cache import ContentCache, analysis_code_digest
 
 if TYPE_CHECKING:
     from instep.impact.model import ImpactReport
@@ -32,19 +31,9 @@ if TYPE_CHECKING:
 NAMESPACE = "reports-v1"
 
 
-@lru_cache(maxsize=1)
 def _code_digest() -> str:
     """Digest of instep's version and the analysis code and data it runs."""
-    import instep
-    import instep.impact as impact
-
-    h = hashlib.blake2b(digest_size=20)
-    h.update(str(getattr(instep, "__version__", "")).encode())
-    root = Path(impact.__file__).parent
-    for path in sorted(root.rglob("*")):
-        if path.suffix in (".py", ".toml", ".json", ".j2") and path.is_file():
-            h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()
+    return analysis_code_digest()
 
 
 def _snapshot_digest(snapshot: Snapshot, paths: Iterable[str]) -> str:
