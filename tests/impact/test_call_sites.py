@@ -29,13 +29,27 @@ def scale(x, factor=1):
 class Buf:
     def __init__(self, name):
         self.name = name
+
+    def size(self):
+        return 1
 """
 
 UTILS_V2 = (
     UTILS_V1.replace("def pad(x, n):", "def pad(x, n, *, mode):")
     .replace("def scale(x, factor=1):", "def scale(x, factor=1, *, bias=0):")
     .replace("def __init__(self, name):", "def __init__(self, name, layout):")
+    .replace("def size(self):", "def size(self, dim=None):")
 )
+
+# a second downstream file that calls the changed member through an instance
+SIZES = """
+from torch._inductor.utils import Buf
+
+
+def numel(b):
+    assert isinstance(b, Buf)
+    return b.size()
+"""
 
 DOWN = """
 from torch._inductor.utils import Buf, pad, scale
@@ -148,6 +162,7 @@ def doc(tmp_path_factory):
         "torch_npu/__init__.py": "",
         "torch_npu/_inductor/__init__.py": "",
         "torch_npu/_inductor/fx.py": DOWN,
+        "torch_npu/_inductor/sizes.py": SIZES,
     }.items():
         (down / rel).parent.mkdir(parents=True, exist_ok=True)
         (down / rel).write_text(text, encoding="utf-8")
@@ -163,6 +178,8 @@ def _verdicts(doc: dict) -> dict[tuple[str, int], tuple[str, str, str, str]]:
     lines = DOWN.split("\n")
     out = {}
     for c in unit["couplings"]:
+        if not c["downstream"].startswith("torch_npu/_inductor/fx.py:"):
+            continue
         line = int(c["downstream"].rsplit(":", 1)[1])
         key = (c["upstream"].split("::")[1], lines[line - 1].strip())
         out[key] = (c["action"], c["risk"], c["code_change"], c["rule"])
@@ -202,3 +219,15 @@ def test_calls_that_cannot_be_told_stay_unsure(doc):
     assert got[("pad", "from torch._inductor.utils import Buf, pad, scale")][3] == (
         "signature.call_breaks"
     )
+
+
+def test_a_changed_member_the_file_never_names_cannot_break_a_call_there(doc):
+    unit = next(u for u in doc["units"] if u["pr"] == 7)
+    size = {
+        c["downstream"].split(":")[0]: (c["code_change"], c["rule"])
+        for c in unit["couplings"]
+        if c["upstream"].endswith("::Buf.size")
+    }
+    assert size["torch_npu/_inductor/fx.py"] == ("no", "signature.member_unused")
+    # b.size() through an instance: the call is not resolved, so it stays unsure
+    assert size["torch_npu/_inductor/sizes.py"] == ("unsure", "signature.caller")

@@ -190,6 +190,11 @@ def snapshot_version(snapshot, label: str | None) -> tuple[int, ...] | None:
 # --- the analysis ------------------------------------------------------------------------
 
 
+# a name after a dot, or a quoted identifier (getattr(obj, "name")): how a file can name
+# a member of an upstream class it uses
+_ATTRIBUTE_NAMES = re.compile(r"(?<=[.\"'])\s*([A-Za-z_]\w*)")
+
+
 class _Analysis:
     def __init__(self, req: ImpactRequest) -> None:
         from instep.impact import stages
@@ -197,6 +202,7 @@ class _Analysis:
         self.req = req
         self.mode = req.mode()
         self.jobs = req.jobs or default_jobs()
+        self._names_memo: dict[str, frozenset[str]] = {}
         root = req.cache_dir if req.use_cache else None
         self.cache_root = root
         self.stage_of = lambda path: stages.stage_for(path, req.stage_map or None)
@@ -624,8 +630,29 @@ class _Analysis:
                         # calls of the class are calls of its __init__: each place is
                         # judged on its own calls; other members, one place per file
                         per_file=member != "__init__",
-                        extra=frozenset({"called_directly"} if member == "__init__" else ()),
+                        extra=self._member_facts(c, member, r.path),
                     )
+
+    def _member_facts(self, c: SymbolChange, member: str, path: str) -> frozenset[str]:
+        """Facts of a class use whose ``member`` changed: calling the class calls its
+        ``__init__``; a member the file never names (``.member``, ``"member"``) is not
+        called there, so a signature change cannot break a call there."""
+        if member == "__init__":
+            return frozenset({"called_directly"})
+        if ChangeKind.SIGNATURE in c.aspects and member not in self._names_in(path):
+            return frozenset({"member_not_named"})
+        return frozenset()
+
+    def _names_in(self, path: str) -> frozenset[str]:
+        """Attribute names and quoted identifiers of a downstream file (read on demand)."""
+        memo = self._names_memo
+        if path not in memo:
+            try:
+                text = self._downstream_snapshot().read(path).decode("utf-8", "replace")
+            except (OSError, KeyError):
+                text = ""
+            memo[path] = frozenset(_ATTRIBUTE_NAMES.findall(text))
+        return memo[path]
 
     def _path_couplings(self, target, r, resolver, changed_in_module, memo, add) -> None:
         module, rest = resolver.split(target)

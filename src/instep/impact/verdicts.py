@@ -148,6 +148,8 @@ def _calls_against(change: SymbolChange, shapes: tuple[str, ...]) -> tuple[bool,
     not bind to the new). A call whose binding cannot be told (unpacked arguments) proves
     nothing; nor, for a method, does one that did not bind to the old signature either
     (``Cls.m(obj, ...)`` passes self: it would be miscounted)."""
+    if not shapes:
+        return True, []  # named, never called: no call to break
     old = change.old.signature if change.old is not None else None
     new = change.new.signature if change.new is not None else None
     if old is None or new is None:
