@@ -36,6 +36,7 @@ from instep.impact.sources import diff_snapshots, is_test_path, open_snapshot
 UP_OLD, UP_NEW = "torch==2.13.0", "torch==2.14.1"
 DOWN_OLD, DOWN_NEW = "torch-npu==2.13.0", "torch-npu==2.14.0"
 RISKS = ("low", "medium", "high")
+CODE_CHANGES = ("no", "unsure", "yes")
 ADAPTING = BEHAVIOUR  # body, signature, value, decorator, removed, renamed
 
 
@@ -103,6 +104,7 @@ def main() -> None:
 
     flagged: dict[str, str] = {}  # downstream symbol -> strongest action of its couplings
     risk_of: dict[str, int] = {}  # downstream symbol -> highest risk of its couplings
+    change_of: dict[str, int] = {}  # downstream symbol -> strongest code change of its couplings
     evidence: dict[str, list[str]] = defaultdict(list)
     rank = {"Check": 0, "Test": 1, "Shim": 2}
     for unit in report.units:
@@ -114,6 +116,8 @@ def main() -> None:
             if symbol not in flagged or rank[action] > rank[flagged[symbol]]:
                 flagged[symbol] = action
             risk_of[symbol] = max(risk_of.get(symbol, 0), RISKS.index(str(c.risk)))
+            change = CODE_CHANGES.index(str(c.code_change))
+            change_of[symbol] = max(change_of.get(symbol, 0), change)
             evidence[symbol].append(f"{action} {c.kind} <- {c.upstream} ({c.rule})")
 
     coupled = set(flagged)
@@ -137,6 +141,14 @@ def main() -> None:
         rate = len(hit) / len(mine) if mine else 0.0
         print(
             f"  highest risk {name:6}: {len(mine):5} symbols, adapted {len(hit):4} "
+            f"({rate:.1%}, {rate / base if base else 0:.1f}x the base rate)"
+        )
+    for level, name in enumerate(CODE_CHANGES):
+        mine = {s for s, r in change_of.items() if r == level}
+        hit = mine & adapted
+        rate = len(hit) / len(mine) if mine else 0.0
+        print(
+            f"  code change {name:7}: {len(mine):5} symbols, adapted {len(hit):4} "
             f"({rate:.1%}, {rate / base if base else 0:.1f}x the base rate)"
         )
     changed_coupled = coupled & adapted

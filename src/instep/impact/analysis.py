@@ -548,7 +548,20 @@ class _Analysis:
                 for i, c in by_key.get(r.target, ()):
                     same = _same_registration(c, r)
                     ref = r if same else dataclasses.replace(r, signature=None, body_hash=None)
-                    add(i, c, ref, CouplingKind.REGISTRATION, detail=r.detail or r.target)
+                    if not same:
+                        role = frozenset({"other_role"})
+                    elif r.signature is None and r.body_hash is None:
+                        role = frozenset({"masked_by_fallback"})  # no function of its own
+                    else:
+                        role = frozenset()
+                    add(
+                        i,
+                        c,
+                        ref,
+                        CouplingKind.REGISTRATION,
+                        detail=r.detail or r.target,
+                        extra=role,
+                    )
                 continue
             target = resolver.resolve(r.target)
             still_there = resolver.defined(target)
