@@ -197,6 +197,7 @@ def test_a_call_the_new_signature_rejects_is_shim(doc):
         if c["rule"] == "signature.call_breaks" and "pad" in c["upstream"]
     )
     assert "does not pass 'mode', which it requires" in breaks["detail"]
+    assert "a call there does not pass 'mode', which it requires" in unit["rationale"]
 
 
 def test_calls_that_still_bind_need_a_test_not_a_code_change(doc):
