@@ -68,7 +68,7 @@ log = logging.getLogger(__name__)
 
 FORMAT = "coupling-index-v6"  # bump when any cached class changes shape
 MAX_FILE_BYTES = 8 * 1024 * 1024
-MAX_CALL_SHAPES = 16  # distinct ways one def calls one upstream callable, kept per place
+MAX_CALL_SHAPES = 16  # distinct ways of calling one upstream callable judged per place
 SNIPPET_CHARS = 160
 
 _BUILTINS = frozenset(dir(builtins))
@@ -458,10 +458,10 @@ class _Visitor:
             shapes = self.call_uses.setdefault(key, set())
             if shapes is None or typed:
                 continue
-            if call is None:
-                self.call_uses[key] = None
-            elif len(shapes) < MAX_CALL_SHAPES:
+            if call is not None:
                 shapes.add(call_shape(call))
+            if call is None or len(shapes) > MAX_CALL_SHAPES:
+                self.call_uses[key] = None  # passed on, or too many ways to judge
 
     def call_shapes_of(self, ref: Reference) -> tuple[str, ...] | None:
         """The calls a use (its def) or an import line (the file) makes of its target."""
@@ -1376,7 +1376,8 @@ def index_downstream_file(
         v.pending = [replace(r, gate=lookup.at(r.line)) for r in v.pending]
     refs = [
         replace(r, call_shapes=v.call_shapes_of(r))
-        if r.kind is CouplingKind.IMPORT_USE and r.detail.startswith(("use", "from ", "import "))
+        if r.kind is CouplingKind.IMPORT_USE
+        and (r.detail == "use" or r.detail.startswith(("from ", "import ")))
         else r
         for r in refs
     ]
