@@ -185,3 +185,19 @@ def test_reverted_unit_is_downgraded_from_test():
     impact = judge_unit(unit, [decide(change, _ref(CouplingKind.IMPORT_USE))])
     assert impact.action is Action.CHECK
     assert "reverted by abc123" in impact.rationale
+
+
+def test_docs_rule_table_matches_the_rules_in_order():
+    """docs/impact.md lists every rule, in decision order, with the verdict it gives."""
+    import re
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parents[2] / "docs" / "impact.md"
+    rows = []
+    for line in docs.read_text(encoding="utf-8").splitlines():
+        m = re.match(r"\| `([a-z_]+\.[a-z_]+)` \| .+ \| (.+) \|$", line.strip())
+        if m:
+            words = re.findall(r"Check|Test|Shim|low|medium|high|unsure|yes|no", m.group(2))
+            rows.append((m.group(1), tuple(words[:3])))
+    expected = [(r.id, (str(r.action), str(r.risk), str(r.code_change))) for r in rules()]
+    assert rows == expected
