@@ -1,11 +1,14 @@
 """A content-addressed cache for per-file analysis results (symbol and coupling indexes).
 
-Entries are keyed by (namespace, content hash); the namespace carries a format version,
-and the keys of the analysis caches include :func:`analysis_code_digest` (instep's
-version and its analysis code and data), so neither a change of an index's shape nor
-an upgrade of instep reads stale entries. Writes are atomic (temp file
-+ rename), so a killed process leaves no half-written entry. A corrupt or unreadable
-entry is treated as a miss. This module knows nothing about what it stores.
+Entries live under ``root/namespace/generation/ab/abcdef...``: the namespace carries a
+format version, and the generation is a digest of instep's version and its analysis code
+and data (:func:`analysis_code_digest`), so neither a change of an index's shape nor an
+upgrade of instep reads stale entries. Each namespace keeps the current generation and
+the most recently used other one (switching between two installs does not start cold
+every time); older ones are deleted the first time a process opens the namespace. Writes
+are atomic (temp file + rename), so a killed process leaves no half-written entry. A
+corrupt or unreadable entry is treated as a miss. This module knows nothing about what
+it stores.
 """
 
 from __future__ import annotations
@@ -14,12 +17,16 @@ import hashlib
 import logging
 import os
 import pickle
+import shutil
 import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
+
+GENERATION_CHARS = 16
+KEEP_OTHER_GENERATIONS = 1
 
 
 def content_hash(data: bytes) -> str:
@@ -29,7 +36,7 @@ def content_hash(data: bytes) -> str:
 @lru_cache(maxsize=1)
 def analysis_code_digest() -> str:
     """Digest of instep's version and the analysis code and data (``instep/impact``):
-    part of every analysis cache key, so results from other code are never reused."""
+    the cache generation, so results from other code are never reused."""
     import instep
 
     h = hashlib.blake2b(digest_size=20)
@@ -41,11 +48,49 @@ def analysis_code_digest() -> str:
     return h.hexdigest()
 
 
+_pruned: set[Path] = set()
+
+
+def prune_generations(namespace_dir: Path, current: str) -> list[Path]:
+    """Delete the generations of ``namespace_dir`` other than ``current`` and the most
+    recently used other one, and entries of the layout before generations; once per
+    process and directory. Returns what was deleted. Never raises."""
+    if namespace_dir in _pruned:
+        return []
+    _pruned.add(namespace_dir)
+    try:
+        children = [p for p in namespace_dir.iterdir() if p.is_dir() and p.name != current]
+    except OSError:
+        return []
+    generations = [p for p in children if len(p.name) == GENERATION_CHARS]
+    legacy = [p for p in children if len(p.name) != GENERATION_CHARS]  # 'ab/' key dirs
+    generations.sort(key=lambda p: _mtime(p), reverse=True)
+    doomed = generations[KEEP_OTHER_GENERATIONS:] + legacy
+    for path in doomed:
+        shutil.rmtree(path, ignore_errors=True)
+    if doomed:
+        log.debug("analysis cache %s: removed %d stale generations", namespace_dir, len(doomed))
+    return doomed
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
 class ContentCache:
-    """Pickled values under ``root/namespace/ab/abcdef...``; ``root=None`` disables it."""
+    """Pickled values under ``root/namespace/generation/ab/abcdef...``; ``root=None``
+    disables it."""
 
     def __init__(self, root: Path | None, namespace: str) -> None:
-        self.dir = root / namespace if root is not None else None
+        self.dir = None
+        if root is not None:
+            generation = analysis_code_digest()[:GENERATION_CHARS]
+            prune_generations(root / namespace, generation)
+            self.dir = root / namespace / generation
+            _touch(self.dir)  # its mtime says when it was last used
         self.hits = 0
         self.misses = 0
 
@@ -82,3 +127,11 @@ class ContentCache:
             os.replace(tmp, path)
         except OSError as exc:  # a full or read-only disk must not fail the analysis
             log.warning("cannot write analysis cache %s: %s", path.parent, exc)
+
+
+def _touch(directory: Path) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        os.utime(directory)
+    except OSError:
+        pass

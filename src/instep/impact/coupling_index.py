@@ -42,7 +42,7 @@ from functools import lru_cache
 from importlib import resources
 
 from instep.impact import forks
-from instep.impact.cache import ContentCache, analysis_code_digest, content_hash
+from instep.impact.cache import ContentCache, content_hash
 from instep.impact.model import CouplingKind, Reference, Registration, VersionGate, module_of
 from instep.impact.no_gc import no_cyclic_gc
 from instep.impact.registrations import (
@@ -1643,7 +1643,7 @@ def index_downstream(
     files: dict[str, DownstreamFileIndex] = {}
     todo: list[tuple[str, bytes, tuple[str, ...]]] = []
     keys: dict[str, str] = {}
-    tag = f"{FORMAT}|{analysis_code_digest()}|{','.join(roots)}|".encode()
+    tag = f"{FORMAT}|{','.join(roots)}|".encode()
     for path, data in items:
         key = content_hash(tag + path.encode() + b"\0" + data)
         keys[path] = key

@@ -23,7 +23,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from instep.impact.cache import ContentCache, analysis_code_digest, content_hash
+from instep.impact.cache import ContentCache, content_hash
 from instep.impact.model import Stage, SymbolChange
 from instep.impact.no_gc import no_cyclic_gc
 from instep.impact.stages import StageMap
@@ -44,9 +44,7 @@ def symbol_cache(root: Path | None) -> ContentCache:
 def index_key(path: str, data: bytes) -> str:
     """Cache key of one file version: an index depends on the path (module, relative
     imports, references) and the content."""
-    head = f"symbols-v{FORMAT_VERSION}\0{analysis_code_digest()}\0{path}\0".encode(
-        "utf-8", "surrogateescape"
-    )
+    head = f"symbols-v{FORMAT_VERSION}\0{path}\0".encode("utf-8", "surrogateescape")
     return content_hash(head + data)
 
 
