@@ -127,28 +127,23 @@ def main() -> None:
         f"torch_npu symbols holding a coupling: {len(coupled)}; adapted: "
         f"{len(coupled & adapted)} ({base:.1%}, the base rate)"
     )
-    for action in ("Shim", "Test", "Check"):
-        mine = {s for s, a in flagged.items() if a == action}
+    groups = [
+        (f"strongest action {action:5}", {s for s, a in flagged.items() if a == action})
+        for action in ("Shim", "Test", "Check")
+    ]
+    groups += [
+        (f"highest risk {name:6}", {s for s, r in risk_of.items() if r == level})
+        for level, name in enumerate(RISKS)
+    ]
+    groups += [
+        (f"code change {name:7}", {s for s, r in change_of.items() if r == level})
+        for level, name in enumerate(CODE_CHANGES)
+    ]
+    for label, mine in groups:
         hit = mine & adapted
         rate = len(hit) / len(mine) if mine else 0.0
         print(
-            f"  strongest action {action:5}: {len(mine):5} symbols, adapted {len(hit):4} "
-            f"({rate:.1%}, {rate / base if base else 0:.1f}x the base rate)"
-        )
-    for level, name in enumerate(RISKS):
-        mine = {s for s, r in risk_of.items() if r == level}
-        hit = mine & adapted
-        rate = len(hit) / len(mine) if mine else 0.0
-        print(
-            f"  highest risk {name:6}: {len(mine):5} symbols, adapted {len(hit):4} "
-            f"({rate:.1%}, {rate / base if base else 0:.1f}x the base rate)"
-        )
-    for level, name in enumerate(CODE_CHANGES):
-        mine = {s for s, r in change_of.items() if r == level}
-        hit = mine & adapted
-        rate = len(hit) / len(mine) if mine else 0.0
-        print(
-            f"  code change {name:7}: {len(mine):5} symbols, adapted {len(hit):4} "
+            f"  {label}: {len(mine):5} symbols, adapted {len(hit):4} "
             f"({rate:.1%}, {rate / base if base else 0:.1f}x the base rate)"
         )
     changed_coupled = coupled & adapted

@@ -77,3 +77,39 @@ class RepoBuilder:
         else:
             self.git("commit", "-q", "-m", message)
         return self.git("rev-parse", "HEAD")
+
+
+def impact_of_one_commit(
+    root: Path,
+    path: str,
+    before: str,
+    after: str,
+    message: str,
+    downstream: dict[str, str],
+) -> dict:
+    """`instep impact --format json` of one upstream commit (``path``: ``before`` ->
+    ``after``, tags v1..v2) on a downstream tree of ``downstream`` files (a ``torch_npu``
+    package; its ``__init__.py`` files are added)."""
+    import json
+
+    from instep.cli import run as cli_run
+
+    up = RepoBuilder(root / "pytorch")
+    for package in ("torch/__init__.py", "torch/_inductor/__init__.py"):
+        up.write(package, "")
+    up.write(path, before)
+    up.commit("base")
+    up.tag("v1")
+    up.write(path, after)
+    up.commit(message)
+    up.tag("v2")
+    down = root / "torch_npu"
+    files = {"torch_npu/__init__.py": "", "torch_npu/_inductor/__init__.py": "", **downstream}
+    for rel, text in files.items():
+        (down / rel).parent.mkdir(parents=True, exist_ok=True)
+        (down / rel).write_text(text, encoding="utf-8")
+    out = root / "impact.json"
+    args = ["impact", "--upstream-git", str(up.path), "--range", "v1..v2"]
+    args += ["--downstream", str(down), "--format", "json", "--out", str(out), "--no-cache"]
+    assert cli_run(args) == 0
+    return json.loads(out.read_text(encoding="utf-8"))

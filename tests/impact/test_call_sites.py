@@ -8,14 +8,13 @@ in ways the new signatures accept and reject, or passes one on as a value.
 from __future__ import annotations
 
 import ast
-import json
 
 import pytest
 
 from instep.impact.coupling_index import index_downstream_file
 from instep.impact.signatures import call_problems, call_shape
 
-from .gitrepo import RepoBuilder
+from .gitrepo import impact_of_one_commit
 
 UTILS_V1 = """
 def pad(x, n):
@@ -145,32 +144,14 @@ def test_index_records_how_each_def_calls_each_upstream_callable():
 
 @pytest.fixture(scope="module")
 def doc(tmp_path_factory):
-    from instep.cli import run as cli_run
-
-    root = tmp_path_factory.mktemp("calls")
-    up = RepoBuilder(root / "pytorch")
-    up.write("torch/__init__.py", "")
-    up.write("torch/_inductor/__init__.py", "")
-    up.write("torch/_inductor/utils.py", UTILS_V1)
-    up.commit("base")
-    up.tag("v1")
-    up.write("torch/_inductor/utils.py", UTILS_V2)
-    up.commit("[inductor] utils: pad takes a mode, scale a bias, Buf a layout (#7)")
-    up.tag("v2")
-    down = root / "torch_npu"
-    for rel, text in {
-        "torch_npu/__init__.py": "",
-        "torch_npu/_inductor/__init__.py": "",
-        "torch_npu/_inductor/fx.py": DOWN,
-        "torch_npu/_inductor/sizes.py": SIZES,
-    }.items():
-        (down / rel).parent.mkdir(parents=True, exist_ok=True)
-        (down / rel).write_text(text, encoding="utf-8")
-    out = root / "impact.json"
-    args = ["impact", "--upstream-git", str(up.path), "--range", "v1..v2"]
-    args += ["--downstream", str(down), "--format", "json", "--out", str(out), "--no-cache"]
-    assert cli_run(args) == 0
-    return json.loads(out.read_text(encoding="utf-8"))
+    return impact_of_one_commit(
+        tmp_path_factory.mktemp("calls"),
+        "torch/_inductor/utils.py",
+        UTILS_V1,
+        UTILS_V2,
+        "[inductor] utils: pad takes a mode, scale a bias, Buf a layout (#7)",
+        {"torch_npu/_inductor/fx.py": DOWN, "torch_npu/_inductor/sizes.py": SIZES},
+    )
 
 
 def _verdicts(doc: dict) -> dict[tuple[str, int], tuple[str, str, str, str]]:

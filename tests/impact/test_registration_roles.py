@@ -8,11 +8,9 @@ and makes the op that gains a decomposition a fallback.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from .gitrepo import RepoBuilder
+from .gitrepo import impact_of_one_commit
 
 LOWERING_V1 = """\
 import torch
@@ -83,31 +81,14 @@ make_fallback(aten.roll)
 
 @pytest.fixture(scope="module")
 def couplings(tmp_path_factory):
-    from instep.cli import run as cli_run
-
-    root = tmp_path_factory.mktemp("roles")
-    up = RepoBuilder(root / "pytorch")
-    up.write("torch/__init__.py", "")
-    up.write("torch/_inductor/__init__.py", "")
-    up.write("torch/_inductor/lowering.py", LOWERING_V1)
-    up.commit("base")
-    up.tag("v1")
-    up.write("torch/_inductor/lowering.py", LOWERING_V2)
-    up.commit("[inductor] index dtype in gather/scatter, roll decomposition (#9)")
-    up.tag("v2")
-    down = root / "torch_npu"
-    for rel, text in {
-        "torch_npu/__init__.py": "",
-        "torch_npu/_inductor/__init__.py": "",
-        "torch_npu/_inductor/ops.py": DOWN,
-    }.items():
-        (down / rel).parent.mkdir(parents=True, exist_ok=True)
-        (down / rel).write_text(text, encoding="utf-8")
-    out = root / "impact.json"
-    args = ["impact", "--upstream-git", str(up.path), "--range", "v1..v2"]
-    args += ["--downstream", str(down), "--format", "json", "--out", str(out), "--no-cache"]
-    assert cli_run(args) == 0
-    doc = json.loads(out.read_text(encoding="utf-8"))
+    doc = impact_of_one_commit(
+        tmp_path_factory.mktemp("roles"),
+        "torch/_inductor/lowering.py",
+        LOWERING_V1,
+        LOWERING_V2,
+        "[inductor] index dtype in gather/scatter, roll decomposition (#9)",
+        {"torch_npu/_inductor/ops.py": DOWN},
+    )
     lines = DOWN.split("\n")
     got = {}
     for unit in doc["units"]:
