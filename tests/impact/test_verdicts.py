@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from instep.impact.model import (
     Action,
     ChangeKind,
@@ -201,3 +203,32 @@ def test_docs_rule_table_matches_the_rules_in_order():
             rows.append((m.group(1), tuple(words[:3])))
     expected = [(r.id, (str(r.action), str(r.risk), str(r.code_change))) for r in rules()]
     assert rows == expected
+
+
+def test_calls_of_a_class_are_not_checked_against_its_bases():
+    # a class's signature text is its bases; the calls go to its __init__
+    bases = SymbolChange(
+        PATH,
+        "Buf",
+        ChangeKind.SIGNATURE,
+        SymbolKind.CLASS,
+        Stage.INDUCTOR,
+        old=Symbol(PATH, "Buf", SymbolKind.CLASS, 1, 5, signature="A", body_hash="h"),
+        new=Symbol(PATH, "Buf", SymbolKind.CLASS, 1, 5, signature="A, B", body_hash="h"),
+        detail="bases (A) -> (A, B)",
+    )
+    called = frozenset({"called_directly"})
+    ref = _ref(CouplingKind.IMPORT_USE, target="torch._inductor.lowering.Buf", detail="use")
+    c = decide(bases, replace(ref, call_shapes=("1;;;",)), extra_facts=called)
+    assert c.rule == "signature.caller" and c.action is Action.TEST
+    # only named (isinstance, annotations): no call can break
+    c = decide(bases, replace(ref, call_shapes=()), extra_facts=called)
+    assert (c.rule, c.code_change) == ("signature.calls_fit", Tristate.NO)
+    # a function's calls are checked
+    c = decide(
+        _change(ChangeKind.SIGNATURE, old_sig="x, sizes", new_sig="x, sizes, *, implicit"),
+        replace(_ref(CouplingKind.IMPORT_USE, detail="use"), call_shapes=("2;;;",)),
+        extra_facts=called,
+    )
+    assert (c.action, c.rule) == (Action.SHIM, "signature.call_breaks")
+    assert "does not pass 'implicit', which it requires" in c.detail

@@ -150,6 +150,8 @@ def _calls_against(change: SymbolChange, shapes: tuple[str, ...]) -> tuple[bool,
     (``Cls.m(obj, ...)`` passes self: it would be miscounted)."""
     if not shapes:
         return True, []  # named, never called: no call to break
+    if change.symbol_kind not in (SymbolKind.FUNCTION, SymbolKind.METHOD):
+        return False, []  # a class's "signature" is its bases: calls go to its __init__
     old = change.old.signature if change.old is not None else None
     new = change.new.signature if change.new is not None else None
     if old is None or new is None:
