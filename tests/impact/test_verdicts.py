@@ -232,3 +232,25 @@ def test_calls_of_a_class_are_not_checked_against_its_bases():
     )
     assert (c.action, c.rule) == (Action.SHIM, "signature.call_breaks")
     assert "does not pass 'implicit', which it requires" in c.detail
+
+
+def test_annotation_only_changes_break_no_call_and_no_replacement():
+    change = _change(ChangeKind.SIGNATURE, old_sig="x, sizes", new_sig="x: Tensor, sizes: list")
+    # passed on as a value: its callers are unknown, but no call can bind differently
+    ref = replace(_ref(CouplingKind.IMPORT_USE, detail="use"), call_shapes=None)
+    c = decide(change, ref, extra_facts=frozenset({"called_directly"}))
+    assert (c.rule, c.code_change) == ("signature.calls_fit", Tristate.NO)
+
+
+def test_a_replacement_that_never_fit_is_not_broken_by_the_change():
+    # the override never took upstream's `sizes`; upstream only annotated its parameters
+    change = _change(ChangeKind.SIGNATURE, old_sig="x, sizes", new_sig="x: Tensor, sizes: list")
+    ref = _ref(CouplingKind.SUBCLASS_OVERRIDE, signature="x", body_hash="b")
+    c = decide(change, ref)
+    assert (c.action, c.rule) == (Action.TEST, "signature.replacement_already_differs")
+    assert "does not accept 'sizes'" in c.detail
+    # a parameter the change adds is a new incompatibility: Shim
+    change = _change(ChangeKind.SIGNATURE, old_sig="x, sizes", new_sig="x, sizes, *, implicit=0")
+    c = decide(change, ref)
+    assert (c.action, c.rule) == (Action.SHIM, "signature.replacement_breaks")
+    assert c.problems == ["does not accept keyword 'implicit'"]
