@@ -37,13 +37,3 @@ def test_unparseable_signature_is_not_a_finding():
 def test_same_parameters():
     assert same_parameters("x, sizes, *, implicit=False", "x, sizes, *, implicit=False")
     assert not same_parameters("x, sizes", "x, sizes, *, implicit=False")
-
-
-def test_annotations_only():
-    from instep.impact.signatures import annotations_only
-
-    assert annotations_only("x, y=1, *args, **kw", "x: int, y: int = 1, *args: int, **kw: Any")
-    assert not annotations_only("x, y=1", "x, y=2")  # a default value changed
-    assert not annotations_only("x", "x, y=None")
-    assert not annotations_only("x, y", "x, /, y")
-    assert not annotations_only("a b", "a b")  # unparseable: not claimed

@@ -315,3 +315,18 @@ def test_real_golden_symbols_are_reported():
         rel, (OLD_WHEEL / rel).read_bytes(), (NEW_WHEEL / rel).read_bytes(), Stage.OTHER
     )
     assert "_build_proxy_for_sym_expr" not in {c.qualname for c in result.changes}
+
+
+def test_annotations_defaults_and_parameters_are_told_apart():
+    old = b"".join(b"def %s(x, y=1):\n    return x\n\n\n" % name for name in (b"f", b"g", b"h"))
+    new = (
+        b"def f(x: int, y: int = 1):\n    return x\n\n\n"  # annotations only
+        b"def g(x: int, y=2):\n    return x\n\n\n"  # a default (and an annotation)
+        b"def h(x, y=1, z=None):\n    return x\n"  # a parameter
+    )
+    path = "torch/_inductor/utils.py"
+    got = {c.qualname: c for c in diff_sources(path, old, new, Stage.INDUCTOR).changes}
+    assert got["f"].kind is ChangeKind.ANNOTATION and got["f"].also == ()
+    assert "annotations: (x, y=1) -> (x: int, y: int=1)" in got["f"].detail
+    assert got["g"].kind is ChangeKind.VALUE
+    assert got["h"].kind is ChangeKind.SIGNATURE

@@ -234,17 +234,25 @@ def test_calls_of_a_class_are_not_checked_against_its_bases():
     assert "does not pass 'implicit', which it requires" in c.detail
 
 
-def test_annotation_only_changes_break_no_call_and_no_replacement():
-    change = _change(ChangeKind.SIGNATURE, old_sig="x, sizes", new_sig="x: Tensor, sizes: list")
-    # passed on as a value: its callers are unknown, but no call can bind differently
-    ref = replace(_ref(CouplingKind.IMPORT_USE, detail="use"), call_shapes=None)
-    c = decide(change, ref, extra_facts=frozenset({"called_directly"}))
-    assert (c.rule, c.code_change) == ("signature.calls_fit", Tristate.NO)
+def test_an_annotation_only_change_is_check_whatever_the_place():
+    change = _change(ChangeKind.ANNOTATION, old_sig="x, sizes", new_sig="x: Tensor, sizes: list")
+    for ref in (
+        _ref(CouplingKind.IMPORT_USE, detail="use"),  # its calls are unknown: no matter
+        _ref(CouplingKind.SUBCLASS_OVERRIDE, signature="x", body_hash="b"),
+        _ref(CouplingKind.FORK, signature="x, sizes", body_hash="b", matched_version="old"),
+        _ref(CouplingKind.REGISTRATION, target="op:aten.expand", signature="x, sizes"),
+    ):
+        c = decide(change, ref)
+        assert (c.action, c.code_change, c.rule) == (Action.CHECK, Tristate.NO, "annotation.only")
+    # with a body change as well, the body decides
+    both = _change(ChangeKind.BODY, also=(ChangeKind.ANNOTATION,))
+    c = decide(both, _ref(CouplingKind.IMPORT_USE, detail="use"))
+    assert c.rule == "use.behaviour"
 
 
 def test_a_replacement_that_never_fit_is_not_broken_by_the_change():
-    # the override never took upstream's `sizes`; upstream only annotated its parameters
-    change = _change(ChangeKind.SIGNATURE, old_sig="x, sizes", new_sig="x: Tensor, sizes: list")
+    # the override never took upstream's `sizes`; upstream dropped `flag`, nothing new
+    change = _change(ChangeKind.SIGNATURE, old_sig="x, sizes, flag=False", new_sig="x, sizes")
     ref = _ref(CouplingKind.SUBCLASS_OVERRIDE, signature="x", body_hash="b")
     c = decide(change, ref)
     assert (c.action, c.rule) == (Action.TEST, "signature.replacement_already_differs")

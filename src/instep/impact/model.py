@@ -36,6 +36,7 @@ class ChangeKind(_Vocab):
     BODY = "body"  # code changed, ignoring formatting, comments and docstrings
     DECORATOR = "decorator"  # decorators / registrations changed
     VALUE = "value"  # an assignment's value or a parameter default changed
+    ANNOTATION = "annotation"  # only parameter annotations changed: calls bind as before
 
 
 class Stage(_Vocab):

@@ -99,28 +99,6 @@ def incompatibilities(replacement: str, upstream: str, *, method: bool = False) 
     return problems
 
 
-@lru_cache(maxsize=4096)
-def _without_annotations(signature: str) -> str | None:
-    try:
-        fn = ast.parse(f"def _f({signature}):\n    pass\n").body[0]
-    except SyntaxError:
-        return None
-    assert isinstance(fn, ast.FunctionDef)
-    a = fn.args
-    for arg in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg):
-        if arg is not None:
-            arg.annotation = None
-    return ast.dump(a)
-
-
-def annotations_only(old: str, new: str) -> bool:
-    """Do two signatures differ in their annotations alone (names, kinds and default
-    values equal)? Then every call binds to both alike. Return annotations are not part
-    of the signature text."""
-    stripped = _without_annotations(old)
-    return stripped is not None and stripped == _without_annotations(new)
-
-
 def same_parameters(a: str, b: str) -> bool:
     pa, pb = parse_params(a), parse_params(b)
     return pa is not None and pa == pb

@@ -28,12 +28,7 @@ from instep.impact.model import (
     Tristate,
     UpstreamChange,
 )
-from instep.impact.signatures import (
-    annotations_only,
-    call_problems,
-    incompatibilities,
-    same_parameters,
-)
+from instep.impact.signatures import call_problems, incompatibilities, same_parameters
 from instep.tomlfile import parse_toml
 
 # Kinds whose downstream function is *called by upstream code* in place of upstream's own
@@ -119,15 +114,8 @@ def facts_for(
             facts.add("old_only")
     old_sig = change.old.signature if change.old is not None else None
     new_sig = change.new.signature if change.new is not None else None
-    callable_kind = change.symbol_kind in (SymbolKind.FUNCTION, SymbolKind.METHOD)
-    if (
-        ChangeKind.SIGNATURE in change.aspects
-        and callable_kind
-        and old_sig is not None
-        and new_sig is not None
-        and annotations_only(old_sig, new_sig)
-    ):
-        facts.add("annotations_only")
+    if change.aspects == {ChangeKind.ANNOTATION}:
+        facts.add("only_annotations")
     if kind in REPLACING_KINDS and (ref.signature is not None or ref.body_hash is not None):
         facts.add("has_replacement")
         if ref.signature is not None and new_sig is not None:
@@ -142,9 +130,7 @@ def facts_for(
                 facts.add("incompatible_before")  # it did not fit the old signature either
             if same_parameters(ref.signature, new_sig):
                 facts.add("same_as_new")
-    if kind is CouplingKind.IMPORT_USE and "annotations_only" in facts:
-        facts.add("calls_fit")  # every call binds to both signatures alike
-    elif (
+    if (
         kind is CouplingKind.IMPORT_USE
         and "called_directly" in facts
         and ref.call_shapes is not None
