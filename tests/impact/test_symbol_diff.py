@@ -330,3 +330,13 @@ def test_annotations_defaults_and_parameters_are_told_apart():
     assert "annotations: (x, y=1) -> (x: int, y: int=1)" in got["f"].detail
     assert got["g"].kind is ChangeKind.VALUE
     assert got["h"].kind is ChangeKind.SIGNATURE
+
+
+def test_a_return_annotation_is_an_annotation_not_a_body_change():
+    old = b"def f(x):\n    return x\n\n\ndef g(x) -> int:\n    return x\n"
+    new = b"def f(x) -> Tensor:\n    return x\n\n\ndef g(x) -> int:\n    return x + 1\n"
+    path = "torch/_inductor/utils.py"
+    got = {c.qualname: c for c in diff_sources(path, old, new, Stage.INDUCTOR).changes}
+    assert got["f"].kind is ChangeKind.ANNOTATION and got["f"].also == ()
+    assert "returns: - -> Tensor" in got["f"].detail
+    assert got["g"].kind is ChangeKind.BODY and got["g"].also == ()

@@ -36,7 +36,7 @@ class ChangeKind(_Vocab):
     BODY = "body"  # code changed, ignoring formatting, comments and docstrings
     DECORATOR = "decorator"  # decorators / registrations changed
     VALUE = "value"  # an assignment's value or a parameter default changed
-    ANNOTATION = "annotation"  # only parameter annotations changed: calls bind as before
+    ANNOTATION = "annotation"  # parameter or return annotations changed: calls bind as before
 
 
 class Stage(_Vocab):
@@ -152,6 +152,7 @@ class Symbol(_Qualified):
     end_line: int
     signature: str | None = None  # 'x, sizes, implicit=False' (ast.unparse of the arguments)
     body_hash: str = ""  # hash of the normalised body (no docstring/comments/formatting)
+    returns: str | None = None  # functions: the return annotation, unparsed
     decorators: tuple[str, ...] = ()  # unparsed decorator expressions
     bases: tuple[str, ...] = ()  # classes: unparsed base expressions
     value: str | None = None  # assignments: unparsed value (truncated for huge literals)

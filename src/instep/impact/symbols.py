@@ -8,9 +8,9 @@ statement as a BLOCK (registration calls are named ``make_fallback(aten.uniform)
 blocks after their header: ``<if config.x>``; repeated names get ``#2``, ``#3``...;
 ``@overload`` stubs are ``name@overload``, property accessors ``Class.name.setter``).
 Each :class:`~instep.impact.model.Symbol` carries a normalised ``body_hash`` (AST without
-positions, docstring, comments or formatting; decorators, signature and nested
-definitions excluded: a change inside a member is the member's change), its signature,
-decorators, bases, value, called names and registrations.
+positions, docstring, comments or formatting; decorators, signature, return annotation
+and nested definitions excluded: a change inside a member is the member's change), its
+signature, return annotation, decorators, bases, value, called names and registrations.
 
 :func:`index_against` indexes a file *reusing* the index of a related version: top-level
 statements whose text is unchanged are taken over with their lines shifted, only the
@@ -47,7 +47,7 @@ from instep.impact.unparse import unparse
 log = logging.getLogger(__name__)
 
 # Bump when the shape or the meaning of a FileIndex changes (cache namespaces carry it).
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 VALUE_DISPLAY_CHARS = 300  # Symbol.value is truncated for display; the hash sees all of it
 BLOCK_NAME_CHARS = 80
@@ -393,9 +393,6 @@ class _Indexer:
         qual = prefix + name
         tokens: list[str] = ["async" if isinstance(node, ast.AsyncFunctionDef) else "def"]
         funcs: list[ast.expr] = []
-        if node.returns is not None:
-            tokens.append("->")
-            _serialise([node.returns], tokens, None)
         nested: list[ast.stmt] = []
         for stmt in _strip_docstring(node.body):
             if isinstance(stmt, (*_DEFS, ast.ClassDef)):
@@ -420,6 +417,7 @@ class _Indexer:
             end_line=node.end_lineno or node.lineno,
             signature=unparse(node.args),
             body_hash=_digest(tokens),
+            returns=_unparse(node.returns, 1 << 20) if node.returns is not None else None,
             decorators=tuple(_unparse(d) for d in node.decorator_list),
             calls=_call_names(funcs) | inner_calls,
             registrations=tuple(registrations_of_decorators(node.decorator_list, self.path, qual)),
