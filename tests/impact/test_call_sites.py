@@ -213,3 +213,23 @@ def test_a_changed_member_the_file_never_names_cannot_break_a_call_there(doc):
     assert size["torch_npu/_inductor/fx.py"] == ("no", "signature.member_unused")
     # b.size() through an instance: the call is not resolved, so it stays unsure
     assert size["torch_npu/_inductor/sizes.py"] == ("unsure", "signature.caller")
+
+
+def test_an_annotation_only_change_keeps_its_evidence_and_is_check(tmp_path):
+    before = "def helper(x, n=1):\n    return x\n\n\ndef api(x):\n    return helper(x)\n"
+    after = before.replace("def helper(x, n=1):", "def helper(x: int, n: int = 1) -> int:")
+    doc = impact_of_one_commit(
+        tmp_path,
+        "torch/_inductor/utils.py",
+        before,
+        after,
+        "[inductor] annotate helper (#8)",
+        {"torch_npu/_inductor/a.py": "from torch._inductor.utils import api\n\nY = api(1)\n"},
+    )
+    unit = next(u for u in doc["units"] if u["pr"] == 8)
+    assert unit["upstream"] == ["torch/_inductor/utils.py::helper (annotation)"]
+    assert unit["action"] == "Check"
+    # the downstream reaches helper through api: the path is shown, judged Check
+    (coupling,) = unit["couplings"]
+    assert coupling["kind"] == "inherited_path" and coupling["rule"] == "annotation.only"
+    assert coupling["downstream"].startswith("torch_npu/_inductor/a.py:")

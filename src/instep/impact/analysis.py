@@ -81,6 +81,10 @@ BEHAVIOUR = frozenset(
     }
 )
 
+# Changes followed through upstream call paths (inherited.path): behaviour changes, and
+# annotation-only ones too, so that their evidence is shown (the rules judge them Check).
+FOLLOWED = BEHAVIOUR | {ChangeKind.ANNOTATION}
+
 
 @dataclass
 class ImpactRequest:
@@ -483,7 +487,7 @@ class _Analysis:
                     by_class[c.dotted.rsplit(".", 1)[0]].append((i, c))
                 for key in _relevant_keys(c):
                     by_key[key if ":" in key else f"op:{key}"].append((i, c))
-                if c.aspects & BEHAVIOUR:
+                if c.aspects & FOLLOWED:
                     changed_in_module[c.module][c.qualname].append((i, c))
 
         out: dict[int, dict[tuple, Coupling]] = defaultdict(dict)
