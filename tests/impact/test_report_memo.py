@@ -7,6 +7,7 @@ import shutil
 
 import pytest
 
+import instep.impact.cache as cache_module
 from instep.impact import report_memo
 from instep.impact.analysis import ImpactRequest, analyse
 
@@ -74,7 +75,8 @@ def test_instep_code_is_part_of_the_key(pair, tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     analyse(_request(up, down, cache))
     assert analyse(_request(up, down, cache)).stats["report_memo"] == "hit"
-    monkeypatch.setattr(report_memo, "_code_digest", lambda: "another instep")
+    # another instep's code: its own cache generation, reports included
+    monkeypatch.setattr(cache_module, "analysis_code_digest", lambda: "a" * 40)
     assert analyse(_request(up, down, cache)).stats.get("report_memo") is None
 
 

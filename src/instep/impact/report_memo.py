@@ -7,8 +7,9 @@ not a re-join of 9,000 couplings. The key covers:
 * every file of the old, new and downstream snapshots, by path and content digest
   (a wheel's RECORD gives them without decompressing; a tree hashes its files);
 * the request (language, stage map, excludes, minimum supported version, unit size);
-* instep itself: the package version and the bytes of the analysis code and its data
-  tables, so an upgrade or a local edit never serves a stale report.
+* instep itself: reports live in the cache generation of the instep code that wrote them
+  (``cache.analysis_code_digest``: the package version and the bytes of the analysis code
+  and its data tables), so an upgrade or a local edit never serves a stale report.
 
 Any change to any of these is a miss, and the per-file caches below it (symbol indexes,
 diffs, downstream indexes, fork matches) still make the re-analysis cheap. This module
@@ -22,18 +23,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from instep.impact.cache import ContentCache, analysis_code_digest
+from instep.impact.cache import ContentCache
 
 if TYPE_CHECKING:
     from instep.impact.model import ImpactReport
     from instep.impact.sources.snapshot import Snapshot
 
 NAMESPACE = "reports-v1"
-
-
-def _code_digest() -> str:
-    """Digest of instep's version and the analysis code and data it runs."""
-    return analysis_code_digest()
 
 
 def _snapshot_digest(snapshot: Snapshot, paths: Iterable[str]) -> str:
@@ -49,7 +45,6 @@ def report_key(
 ) -> str:
     """Key of one analysis: ``request`` (plain values) and ``(role, snapshot, paths)``."""
     h = hashlib.blake2b(digest_size=20)
-    h.update(_code_digest().encode())
     h.update(repr(sorted(request.items())).encode())
     for role, snapshot, paths in snapshots:
         h.update(f"{role}:{_snapshot_digest(snapshot, paths)}".encode())
