@@ -554,10 +554,11 @@ class _Analysis:
                     ref = r if same else dataclasses.replace(r, signature=None, body_hash=None)
                     if not same:
                         role = frozenset({"other_role"})
-                    elif r.signature is None and r.body_hash is None:
+                    elif r.signature is None and r.body_hash is None and _falls_back(r):
                         role = frozenset({"masked_by_fallback"})  # no function of its own
                     else:
                         role = frozenset()
+                    role |= _registration_interplay(c, r)
                     add(
                         i,
                         c,
@@ -958,6 +959,69 @@ def _same_registration(c: SymbolChange, r: Reference) -> bool:
             if reg.key == key and same_role and reg.overload == overload:
                 return True
     return False
+
+
+def _falls_back(r: Reference) -> bool:
+    """A downstream registration that sends the op to its eager kernel (``make_fallback``,
+    the ``fallbacks`` table), not one that generates a lowering (``register_pointwise``)."""
+    from instep.impact.coupling_index import FALLBACK_CALLS
+
+    registrar, _ = _registration_parts(r.detail)
+    return registrar in FALLBACK_CALLS or registrar == "table:fallbacks"
+
+
+def _registration_interplay(c: SymbolChange, r: Reference) -> frozenset[str]:
+    """Facts of an upstream registration change meeting a downstream registration of the
+    same key, beyond the roles (see data/verdict_rules.toml):
+
+    * ``whole_upstream_table``: upstream added or removed a whole op table (a module-level
+      dict/list/set of ops that is no known registry) that the downstream does not write;
+    * ``decomposition_meets_fallback``: upstream now decomposes the op and the downstream
+      calls ``make_fallback`` on it without ``override_decomp``: upstream make_fallback
+      raises "both a fallback and a decomp for same op" when the decomposition is in
+      Inductor's table;
+    * ``decomposition_bypasses_lowering``: upstream now decomposes the op that the
+      downstream lowers: the decomposition runs first, the lowering may no longer be
+      reached;
+    * ``decomposition_removed``: upstream no longer decomposes the op the downstream lowers
+      or falls back on: the downstream code now receives it.
+    """
+    from instep.impact.coupling_index import FALLBACK_CALLS, OVERRIDE_DECOMP
+
+    registrar, overload = _registration_parts(r.detail)
+    key = r.target.removeprefix("op:")
+    old = [g for g in (c.old.registrations if c.old else ()) if g.key == key]
+    new = [g for g in (c.new.registrations if c.new else ()) if g.key == key]
+    facts: set[str] = set()
+    if (
+        c.kind in (ChangeKind.ADDED, ChangeKind.REMOVED)
+        and (old or new)
+        and all(
+            g.registrar.startswith("table:")
+            and g.registrar not in REGISTRATION_ROLES
+            and g.registrar != registrar
+            for g in (*old, *new)
+        )
+    ):
+        facts.add("whole_upstream_table")
+
+    def decomposes(regs: list) -> bool:
+        return any(
+            REGISTRATION_ROLES.get(g.registrar) == "decomposition"
+            and (g.overload is None or overload is None or g.overload == overload)
+            for g in regs
+        )
+
+    lowers = REGISTRATION_ROLES.get(registrar) == "lowering"
+    if decomposes(new) and not decomposes(old):
+        if registrar in FALLBACK_CALLS:
+            if f"[{OVERRIDE_DECOMP}]" not in r.detail:
+                facts.add("decomposition_meets_fallback")
+        elif lowers:
+            facts.add("decomposition_bypasses_lowering")
+    elif decomposes(old) and not decomposes(new) and lowers:
+        facts.add("decomposition_removed")
+    return frozenset(facts)
 
 
 def _weak_fork(r: Reference, c: SymbolChange) -> bool:

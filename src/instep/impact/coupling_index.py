@@ -293,6 +293,20 @@ class DownstreamFileIndex:
 # ----------------------------------------------------------------------------- visitor
 
 
+#: Registrars whose call raises when the op already has a decomposition, unless the call
+#: passes ``override_decomp=True`` (upstream ``make_fallback``).
+FALLBACK_CALLS = frozenset({"make_fallback"})
+OVERRIDE_DECOMP = "override_decomp"
+
+
+def _overrides_decomposition(call: ast.Call) -> bool:
+    """``make_fallback(op, override_decomp=True)`` (any value but a false constant)."""
+    for kw in call.keywords:
+        if kw.arg == OVERRIDE_DECOMP:
+            return not (isinstance(kw.value, ast.Constant) and not kw.value.value)
+    return False
+
+
 def _snippet(lines: list[str], line: int) -> str:
     if 0 < line <= len(lines):
         s = lines[line - 1].strip()
@@ -978,10 +992,12 @@ class _Visitor:
         else:
             self.patch_values.append((idx, binding))
 
-    def registration(self, r: Registration) -> int:
-        """Record a registration; returns the reference's index."""
+    def registration(self, r: Registration, note: str = "") -> int:
+        """Record a registration; returns the reference's index. ``note`` ends the
+        detail (``make_fallback [override_decomp]``)."""
         target = r.key if ":" in r.key else f"op:{r.key}"
         detail = r.registrar + (f" (.{r.overload})" if r.overload else "")
+        detail += f" [{note}]" if note else ""
         self.refs.append(
             Reference(
                 CouplingKind.REGISTRATION,
@@ -1023,9 +1039,11 @@ class _Visitor:
             if isinstance(func, ast.Call) and node.args:
                 b, _ = self.resolve(node.args[0])
                 fn_arg = b if b and b.startswith("<def>") else None
+            note = OVERRIDE_DECOMP if _overrides_decomposition(node) else ""
             for r in registrations_of_call(self.unaliased(node), self.path, None):
                 idx = self.registration(
-                    replace(r, symbol=self.owner()) if r.symbol is None and self.owner() else r
+                    replace(r, symbol=self.owner()) if r.symbol is None and self.owner() else r,
+                    note if r.registrar in FALLBACK_CALLS else "",
                 )
                 if fn_arg:
                     self.local_patches.append((idx, fn_arg))
