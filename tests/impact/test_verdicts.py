@@ -67,7 +67,7 @@ def test_fork_with_old_signature_is_test_not_shim():
     assert (c.action, c.risk, c.code_change, c.rule) == (
         Action.TEST,
         Risk.MEDIUM,
-        Tristate.UNSURE,
+        Tristate.NO,  # it keeps the old behaviour: a test tells whether to port
         "fork.stale",
     )
 
