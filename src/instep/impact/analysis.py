@@ -416,7 +416,9 @@ class _Analysis:
         from instep.impact import coupling_index
 
         snap = self._downstream_snapshot()
-        items = [(p, snap.read(p)) for p in snap.paths() if not self._excluded(p)]
+        items = [
+            (p, snap.read(p)) for p in snap.paths() if p.endswith(".py") and not self._excluded(p)
+        ]
         cache = ContentCache(self.cache_root, "downstream") if self.cache_root else None
         index = coupling_index.index_downstream(items, cache=cache, jobs=self.jobs)
         self.stats["downstream_files"] = len(items)
@@ -550,6 +552,9 @@ class _Analysis:
                 ("op:", "backend:", "device_", "c_shim:")
             ):
                 for i, c in by_key.get(r.target, ()):
+                    if r.kind is CouplingKind.C_SHIM:  # a shim name against a declaration
+                        add(i, c, r, detail=f"{r.detail}; upstream declares {c.qualname}")
+                        continue
                     same = _same_registration(c, r)
                     ref = r if same else dataclasses.replace(r, signature=None, body_hash=None)
                     if not same:

@@ -169,13 +169,29 @@ def _data() -> tuple[tuple[tuple[str, str], ...], tuple[str, ...], frozenset[str
     raw = parse_toml(text, "instep/impact/data/handles.toml")
     handles = tuple(sorted(raw.get("handles", {}).items(), key=lambda kv: -len(kv[0])))
     cfg = raw.get("config", {})
-    devices = raw.get("c_shim", {}).get("devices", ["npu", "cuda", "cpu"])
+    devices = shim_devices()
     shim = re.compile(r"\baoti_torch_(?:(?:" + "|".join(map(re.escape, devices)) + r")_)?(\w+)")
     return handles, tuple(cfg.get("modules", ())), frozenset(cfg.get("api", ())), shim
 
 
 def handles() -> dict[str, str]:
     return dict(_data()[0])
+
+
+@lru_cache(maxsize=1)
+def _c_shim_data() -> dict:
+    text = (resources.files("instep.impact") / "data" / "handles.toml").read_text("utf-8")
+    return parse_toml(text, "instep/impact/data/handles.toml").get("c_shim", {})
+
+
+def shim_devices() -> list[str]:
+    """Device names that C shim names carry (``aoti_torch_<device>_<op>``)."""
+    return list(_c_shim_data().get("devices", ["npu", "cuda", "cpu"]))
+
+
+def shim_header_globs() -> list[str]:
+    """Upstream paths of the C shim headers whose declarations are diffed."""
+    return list(_c_shim_data().get("headers", []))
 
 
 @lru_cache(maxsize=1)

@@ -719,7 +719,14 @@ def index_tree(path: str, tree: ast.Module, lines: list[str] | None = None) -> F
 
 
 def index_text(path: str, text: str) -> FileIndex:
-    """Index decoded source text; a syntax error gives an index with ``error`` set."""
+    """Index decoded source text; a syntax error gives an index with ``error`` set. A C
+    shim header (``.h``) gives its ``aoti_torch_*`` declarations (c_shims)."""
+    if path.endswith(".h"):
+        from instep.impact.c_shims import declarations
+
+        syms = declarations(path, text)
+        regs = [r for sym in syms for r in sym.registrations]
+        return _assemble(path, [Chunk(1, text.count("\n") + 1, syms, [], regs)])
     try:
         tree = ast.parse(text, filename=path)
         return index_tree(path, tree, text.split("\n"))
@@ -851,7 +858,7 @@ def index_against(
     equals :func:`index_text` (a test checks this on real files).
     """
     stats = stats if stats is not None else ReuseStats()
-    if reference.error is not None or not reference.chunks:
+    if reference.error is not None or not reference.chunks or path.endswith(".h"):
         stats.full_parse = True
         return index_text(path, text)
     lines = text.split("\n")

@@ -27,7 +27,7 @@ from instep.impact.sources.snapshot import (
     DEFAULT_MAX_BYTES,
     FileChange,
     binary_side,
-    is_python_path,
+    is_source_path,
 )
 
 log = logging.getLogger(__name__)
@@ -242,7 +242,7 @@ class GitSnapshot:
         if self._blobs is None:
             blobs: dict[str, str] = {}
             for path, object_id, size in self.repo.ls_tree(self.sha):
-                if not is_python_path(path):
+                if not is_source_path(path):
                     continue
                 if size > self.max_bytes:
                     log.warning(
@@ -467,8 +467,8 @@ def _is_object(object_id: str) -> bool:
 
 
 def _file_change(repo: GitRepo, sha: str, change: _RawChange, max_bytes: int) -> FileChange | None:
-    old_py = is_python_path(change.old_path or change.path)
-    new_py = is_python_path(change.path)
+    old_py = is_source_path(change.old_path or change.path)
+    new_py = is_source_path(change.path)
     if change.status == "A":
         old_py = False
     if change.status == "D":

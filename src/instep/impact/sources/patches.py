@@ -21,7 +21,7 @@ from pathlib import Path
 
 from instep.errors import BadInput, MissingInput
 from instep.impact.sources.commit_message import read_message
-from instep.impact.sources.snapshot import FileChange, Snapshot, is_python_path, sha256_digest
+from instep.impact.sources.snapshot import FileChange, Snapshot, is_source_path, sha256_digest
 
 log = logging.getLogger(__name__)
 
@@ -375,7 +375,7 @@ def _apply_message(state: _PatchState, patch_file: Path, message: _Message) -> l
         target = new_path or old_path
         assert target is not None
         source = old_path or target
-        if not (is_python_path(target) or is_python_path(source)):
+        if not (is_source_path(target) or is_source_path(source)):
             log.debug("patch %s: skipping non-Python file %s", message.id, target)
             continue
         where = f"patch {message.id}: {source}"
@@ -418,7 +418,7 @@ def _apply_message(state: _PatchState, patch_file: Path, message: _Message) -> l
         new = state.get(path) if state.exists(path) else None
         if old == new and old_path is None:
             continue
-        if not is_python_path(path):
+        if not is_source_path(path):
             new = None  # renamed to a non-Python name: for Python, it is gone
         changes.append(FileChange(path, old, new, old_path))
     return changes
@@ -475,7 +475,7 @@ class PatchedSnapshot:
         self._overrides = state.overrides
         self._paths = sorted(
             (state.base_paths - set(self._overrides))
-            | {p for p, data in self._overrides.items() if data is not None and is_python_path(p)}
+            | {p for p, data in self._overrides.items() if data is not None and is_source_path(p)}
         )
         self._known = set(self._paths)
         self.label = label if label is not None else f"{base.label}+{Path(patch_dir).name}"

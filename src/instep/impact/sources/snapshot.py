@@ -96,6 +96,15 @@ def is_python_path(path: str) -> bool:
     return path.endswith(".py")
 
 
+def is_source_path(path: str) -> bool:
+    """A file instep reads from a snapshot: Python, or an upstream C shim header."""
+    if path.endswith(".py"):
+        return True
+    from instep.impact.c_shims import is_shim_header
+
+    return is_shim_header(path)
+
+
 class TreeSnapshot:
     """The ``*.py`` files under a directory.
 
@@ -206,7 +215,7 @@ class TreeSnapshot:
                 except OSError as exc:
                     log.warning("skipping %s: %s", entry.path, exc)
                     continue
-                if not is_python_path(entry.name):
+                if not is_source_path(child_rel):
                     continue
                 if self._accept_file(Path(entry.path)):
                     files[child_rel] = Path(entry.path)

@@ -19,7 +19,7 @@ import zlib
 from pathlib import Path
 
 from instep.errors import BadInput, MissingInput
-from instep.impact.sources.snapshot import DEFAULT_MAX_BYTES, is_python_path, sha256_digest
+from instep.impact.sources.snapshot import DEFAULT_MAX_BYTES, is_source_path, sha256_digest
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class WheelSnapshot:
                 continue
             if name.endswith(".dist-info/RECORD") and name.count("/") == 1:
                 record_name = name
-            if not is_python_path(name):
+            if not is_source_path(name):
                 continue
             path = _DATA_LIB.sub("", name, count=1)
             if info.file_size > max_bytes:
