@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from importlib import resources
 
 from instep.impact.model import Registration, Symbol, SymbolKind
+from instep.tomlfile import parse_toml
 
 REGISTRAR = "c_shim"
 
@@ -32,9 +34,23 @@ _DECLARATION = re.compile(
 
 
 @lru_cache(maxsize=1)
-def _config() -> tuple[re.Pattern, re.Pattern]:
-    from instep.impact.coupling_index import shim_devices, shim_header_globs
+def _data() -> dict:
+    text = (resources.files("instep.impact") / "data" / "handles.toml").read_text("utf-8")
+    return parse_toml(text, "instep/impact/data/handles.toml").get("c_shim", {})
 
+
+def shim_devices() -> list[str]:
+    """Device names that C shim names carry (``aoti_torch_<device>_<op>``)."""
+    return list(_data().get("devices", ["npu", "cuda", "cpu"]))
+
+
+def shim_header_globs() -> list[str]:
+    """Upstream paths of the C shim headers whose declarations are diffed."""
+    return list(_data().get("headers", []))
+
+
+@lru_cache(maxsize=1)
+def _config() -> tuple[re.Pattern, re.Pattern]:
     devices = "|".join(map(re.escape, shim_devices()))
     key = re.compile(r"^aoti_torch_(?:(?:" + devices + r")_)?(\w+)$")
     headers = re.compile("|".join(_glob_regex(g) for g in shim_header_globs()) or r"(?!)")

@@ -42,6 +42,7 @@ from functools import lru_cache
 from importlib import resources
 
 from instep.impact import forks
+from instep.impact.c_shims import shim_devices
 from instep.impact.cache import ContentCache, content_hash
 from instep.impact.model import CouplingKind, Reference, Registration, VersionGate, module_of
 from instep.impact.no_gc import no_cyclic_gc
@@ -176,22 +177,6 @@ def _data() -> tuple[tuple[tuple[str, str], ...], tuple[str, ...], frozenset[str
 
 def handles() -> dict[str, str]:
     return dict(_data()[0])
-
-
-@lru_cache(maxsize=1)
-def _c_shim_data() -> dict:
-    text = (resources.files("instep.impact") / "data" / "handles.toml").read_text("utf-8")
-    return parse_toml(text, "instep/impact/data/handles.toml").get("c_shim", {})
-
-
-def shim_devices() -> list[str]:
-    """Device names that C shim names carry (``aoti_torch_<device>_<op>``)."""
-    return list(_c_shim_data().get("devices", ["npu", "cuda", "cpu"]))
-
-
-def shim_header_globs() -> list[str]:
-    """Upstream paths of the C shim headers whose declarations are diffed."""
-    return list(_c_shim_data().get("headers", []))
 
 
 @lru_cache(maxsize=1)
