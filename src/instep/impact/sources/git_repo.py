@@ -216,7 +216,8 @@ class GitRepo:
 
 
 class GitSnapshot:
-    """The ``*.py`` files of one revision; digests are git blob ids (``git:<id>``)."""
+    """The source files (``*.py``, C shim headers) of one revision; digests are git blob
+    ids (``git:<id>``)."""
 
     def __init__(
         self,
@@ -293,7 +294,7 @@ class CommitUnit:
     reverts_sha: str | None  # this commit reverts ... (full sha once mark_reverts found it)
     reverts_pr: int | None
     reverted_by: str | None  # filled by mark_reverts: sha of a later revert
-    files: list[FileChange]  # *.py files only
+    files: list[FileChange]  # source files only (*.py, C shim headers)
     test_files: list[str]  # changed paths under test/ or named test_*.py
     parents: list[str] = field(default_factory=list)
     reverts_subject: str | None = None  # the quoted subject of 'Revert "..."'
@@ -403,7 +404,7 @@ def iter_commits(
     first_parent: bool = False,
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> Iterator[CommitUnit]:
-    """The commits of ``A..B``, oldest first, each with its changed ``*.py`` files.
+    """The commits of ``A..B``, oldest first, each with its changed source files.
 
     The range is validated now (unknown revisions, reversed or empty ranges raise a
     one-line error at call time); file contents are read lazily, commit by commit,

@@ -6,8 +6,9 @@ message (a file may hold several, as ``--stdout`` writes them) or plain unified 
 (``diff -u``/``diff -ruN``) is one :class:`PatchUnit`. Hunks must match exactly, at the
 stated line or shifted (no fuzz); a hunk that does not apply is a one-line BadInput
 naming the patch file and the target ``file:line``. The strip level (``-p0``/``-p1``)
-is detected from the paths. Only ``*.py`` targets are tracked; hunks for other files
-are parsed and skipped. Nothing is written to disk and no ``patch`` program is run.
+is detected from the paths. Only source targets (``*.py``, C shim headers) are tracked;
+hunks for other files are parsed and skipped. Nothing is written to disk and no
+``patch`` program is run.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class PatchUnit:
     id: str  # the patch file's name, '#k' appended for the k-th message of an mbox
     title: str
     pr: int | None
-    files: list[FileChange]  # *.py files only, before -> after this patch
+    files: list[FileChange]  # source files only, before -> after this patch
     body: str = ""
     source: Path | None = None
 

@@ -1,7 +1,8 @@
 """One version of a tree of Python files, read-only, and the diff of two such versions.
 
-A :class:`Snapshot` answers three questions about one version: which ``*.py`` files it
-holds (sorted relative posix paths), a content identity for each (``digest``) and the
+A :class:`Snapshot` answers three questions about one version: which source files it
+holds (``*.py``, and the upstream C shim headers of ``c_shims``; sorted relative posix
+paths), a content identity for each (``digest``) and the
 bytes of each (``read``). :class:`TreeSnapshot` reads a directory; wheels, git revisions
 and patched snapshots live in their own modules. :func:`diff_snapshots` compares two
 snapshots by digest first, so unchanged files are never read when both sides use the
@@ -47,7 +48,7 @@ class Snapshot(Protocol):
     label: str
 
     def paths(self) -> list[str]:
-        """Sorted relative posix paths of the ``*.py`` files."""
+        """Sorted relative posix paths of the source files (``*.py``, C shim headers)."""
         ...
 
     def digest(self, path: str) -> str:
@@ -106,7 +107,7 @@ def is_source_path(path: str) -> bool:
 
 
 class TreeSnapshot:
-    """The ``*.py`` files under a directory.
+    """The source files (``*.py``, C shim headers) under a directory.
 
     Symlinked files are read through. Symlinked directories are followed unless they
     lead to a directory already in the walk (a loop pointing up the tree, or a second
@@ -241,7 +242,7 @@ class TreeSnapshot:
             log.warning("skipping %s: %s", file, exc.strerror or exc)
             return False
         if is_binary(head):
-            log.warning("skipping %s: binary content (NUL byte) in a .py file", file)
+            log.warning("skipping %s: binary content (NUL byte) in a source file", file)
             return False
         return True
 
@@ -258,7 +259,7 @@ def same_content(old: Snapshot, new: Snapshot, path: str, old_path: str | None =
 
 
 def diff_snapshots(old: Snapshot, new: Snapshot) -> list[FileChange]:
-    """The ``*.py`` files added, removed or modified from ``old`` to ``new``, by path.
+    """The source files added, removed or modified from ``old`` to ``new``, by path.
 
     Unchanged files are recognised by digest and not read when both snapshots share a
     digest scheme (two wheels with RECORDs, two git revisions, two trees). Files whose
@@ -279,7 +280,10 @@ def diff_snapshots(old: Snapshot, new: Snapshot) -> list[FileChange]:
             change = FileChange(path, old.read(path), None)
         if binary_side(change):
             log.warning(
-                "skipping %s (%s -> %s): binary content in a .py file", path, old.label, new.label
+                "skipping %s (%s -> %s): binary content in a source file",
+                path,
+                old.label,
+                new.label,
             )
             continue
         changes.append(change)

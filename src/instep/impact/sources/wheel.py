@@ -27,7 +27,7 @@ _DATA_LIB = re.compile(r"^[^/]+\.data/(?:purelib|platlib)/")
 
 
 class WheelSnapshot:
-    """The ``*.py`` members of a wheel, by installed path."""
+    """The source members (``*.py``, C shim headers) of a wheel, by installed path."""
 
     def __init__(
         self, wheel: Path, label: str | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES
