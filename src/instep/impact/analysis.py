@@ -553,7 +553,7 @@ class _Analysis:
             ):
                 for i, c in by_key.get(r.target, ()):
                     if r.kind is CouplingKind.C_SHIM:  # a shim name against a declaration
-                        add(i, c, r, detail=f"{r.detail}; upstream declares {c.qualname}")
+                        add(i, c, r, detail=f"{r.detail}; upstream shim {c.qualname}")
                         continue
                     same = _same_registration(c, r)
                     ref = r if same else dataclasses.replace(r, signature=None, body_hash=None)
