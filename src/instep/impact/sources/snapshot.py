@@ -93,10 +93,6 @@ def is_binary(data: bytes) -> bool:
     return b"\0" in data[:BINARY_PROBE_BYTES]
 
 
-def is_python_path(path: str) -> bool:
-    return path.endswith(".py")
-
-
 def is_source_path(path: str) -> bool:
     """A file instep reads from a snapshot: Python, or an upstream C shim header."""
     if path.endswith(".py"):
