@@ -41,6 +41,7 @@ from instep.impact.model import (
     UpstreamChange,
 )
 from instep.impact.no_gc import no_cyclic_gc
+from instep.impact.registrations import FALLBACK_CALLS, OVERRIDE_DECOMP
 from instep.impact.test_suggestions import DownstreamTests, suggested_tests
 from instep.impact.upstream_resolver import UpstreamResolver
 from instep.impact.verdicts import decide, judge_unit
@@ -555,15 +556,16 @@ class _Analysis:
                     if r.kind is CouplingKind.C_SHIM:  # a shim name against a declaration
                         add(i, c, r, detail=f"{r.detail}; upstream shim {c.qualname}")
                         continue
-                    same = _same_registration(c, r)
+                    registrar, overload = _registration_parts(r.detail)
+                    same = _same_registration(c, r, registrar, overload)
                     ref = r if same else dataclasses.replace(r, signature=None, body_hash=None)
                     if not same:
                         role = frozenset({"other_role"})
-                    elif r.signature is None and r.body_hash is None and _falls_back(r):
+                    elif r.signature is None and r.body_hash is None and _falls_back(registrar):
                         role = frozenset({"masked_by_fallback"})  # no function of its own
                     else:
                         role = frozenset()
-                    role |= _registration_interplay(c, r)
+                    role |= _registration_interplay(c, r, registrar, overload)
                     add(
                         i,
                         c,
@@ -949,9 +951,9 @@ def _registration_parts(detail: str) -> tuple[str, str | None]:
     return registrar, (m.group(1) if m else None)
 
 
-def _same_registration(c: SymbolChange, r: Reference) -> bool:
-    """Does the downstream registration replace the upstream one (same role and overload)?"""
-    registrar, overload = _registration_parts(r.detail)
+def _same_registration(c: SymbolChange, r: Reference, registrar: str, overload: str | None) -> bool:
+    """Does the downstream registration (its ``registrar`` and ``overload``, from
+    :func:`_registration_parts`) replace the upstream one (same role and overload)?"""
     role = REGISTRATION_ROLES.get(registrar)
     if role is None:
         return False
@@ -966,16 +968,15 @@ def _same_registration(c: SymbolChange, r: Reference) -> bool:
     return False
 
 
-def _falls_back(r: Reference) -> bool:
-    """A downstream registration that sends the op to its eager kernel (``make_fallback``,
+def _falls_back(registrar: str) -> bool:
+    """A downstream registrar that sends the op to its eager kernel (``make_fallback``,
     the ``fallbacks`` table), not one that generates a lowering (``register_pointwise``)."""
-    from instep.impact.coupling_index import FALLBACK_CALLS
-
-    registrar, _ = _registration_parts(r.detail)
     return registrar in FALLBACK_CALLS or registrar == "table:fallbacks"
 
 
-def _registration_interplay(c: SymbolChange, r: Reference) -> frozenset[str]:
+def _registration_interplay(
+    c: SymbolChange, r: Reference, registrar: str, overload: str | None
+) -> frozenset[str]:
     """Facts of an upstream registration change meeting a downstream registration of the
     same key, beyond the roles (see data/verdict_rules.toml):
 
@@ -991,9 +992,6 @@ def _registration_interplay(c: SymbolChange, r: Reference) -> frozenset[str]:
     * ``decomposition_removed``: upstream no longer decomposes the op the downstream lowers
       or falls back on: the downstream code now receives it.
     """
-    from instep.impact.coupling_index import FALLBACK_CALLS, OVERRIDE_DECOMP
-
-    registrar, overload = _registration_parts(r.detail)
     key = r.target.removeprefix("op:")
     old = [g for g in (c.old.registrations if c.old else ()) if g.key == key]
     new = [g for g in (c.new.registrations if c.new else ()) if g.key == key]

@@ -50,11 +50,16 @@ def shim_header_globs() -> list[str]:
 
 
 @lru_cache(maxsize=1)
-def _config() -> tuple[re.Pattern, re.Pattern]:
+def shim_name_pattern() -> re.Pattern:
+    """A C shim name, its op (the device part left out) as group 1; searched in the
+    downstream's strings (coupling_index), matched whole on upstream declarations."""
     devices = "|".join(map(re.escape, shim_devices()))
-    key = re.compile(r"^aoti_torch_(?:(?:" + devices + r")_)?(\w+)$")
-    headers = re.compile("|".join(_glob_regex(g) for g in shim_header_globs()) or r"(?!)")
-    return key, headers
+    return re.compile(r"\baoti_torch_(?:(?:" + devices + r")_)?(\w+)")
+
+
+@lru_cache(maxsize=1)
+def _headers() -> re.Pattern:
+    return re.compile("|".join(_glob_regex(g) for g in shim_header_globs()) or r"(?!)")
 
 
 def _glob_regex(glob: str) -> str:
@@ -65,12 +70,12 @@ def _glob_regex(glob: str) -> str:
 
 def is_shim_header(path: str) -> bool:
     """Whether ``path`` (relative, posix) is a C shim header instep reads."""
-    return path.endswith(".h") and _config()[1].match(path) is not None
+    return path.endswith(".h") and _headers().match(path) is not None
 
 
 def shim_key(name: str) -> str:
     """``aoti_torch_cuda_foo`` -> ``foo``; ``aoti_torch_get_numel`` -> ``get_numel``."""
-    m = _config()[0].match(name)
+    m = shim_name_pattern().fullmatch(name)
     return m.group(1) if m else name
 
 

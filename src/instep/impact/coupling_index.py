@@ -42,14 +42,17 @@ from functools import lru_cache
 from importlib import resources
 
 from instep.impact import forks
-from instep.impact.c_shims import shim_devices
+from instep.impact.c_shims import shim_name_pattern
 from instep.impact.cache import ContentCache, content_hash
 from instep.impact.model import CouplingKind, Reference, Registration, VersionGate, module_of
 from instep.impact.no_gc import no_cyclic_gc
 from instep.impact.registrations import (
+    FALLBACK_CALLS,
+    OVERRIDE_DECOMP,
     dotted_name,
     item_assignment,
     item_assignment_tables,
+    overrides_decomposition,
     registrars,
     registrations_of_call,
     registrations_of_decorators,
@@ -170,8 +173,7 @@ def _data() -> tuple[tuple[tuple[str, str], ...], tuple[str, ...], frozenset[str
     raw = parse_toml(text, "instep/impact/data/handles.toml")
     handles = tuple(sorted(raw.get("handles", {}).items(), key=lambda kv: -len(kv[0])))
     cfg = raw.get("config", {})
-    devices = shim_devices()
-    shim = re.compile(r"\baoti_torch_(?:(?:" + "|".join(map(re.escape, devices)) + r")_)?(\w+)")
+    shim = shim_name_pattern()
     return handles, tuple(cfg.get("modules", ())), frozenset(cfg.get("api", ())), shim
 
 
@@ -292,20 +294,6 @@ class DownstreamFileIndex:
 
 
 # ----------------------------------------------------------------------------- visitor
-
-
-#: Registrars whose call raises when the op already has a decomposition, unless the call
-#: passes ``override_decomp=True`` (upstream ``make_fallback``).
-FALLBACK_CALLS = frozenset({"make_fallback"})
-OVERRIDE_DECOMP = "override_decomp"
-
-
-def _overrides_decomposition(call: ast.Call) -> bool:
-    """``make_fallback(op, override_decomp=True)`` (any value but a false constant)."""
-    for kw in call.keywords:
-        if kw.arg == OVERRIDE_DECOMP:
-            return not (isinstance(kw.value, ast.Constant) and not kw.value.value)
-    return False
 
 
 def _snippet(lines: list[str], line: int) -> str:
@@ -1040,7 +1028,7 @@ class _Visitor:
             if isinstance(func, ast.Call) and node.args:
                 b, _ = self.resolve(node.args[0])
                 fn_arg = b if b and b.startswith("<def>") else None
-            note = OVERRIDE_DECOMP if _overrides_decomposition(node) else ""
+            note = OVERRIDE_DECOMP if overrides_decomposition(node) else ""
             for r in registrations_of_call(self.unaliased(node), self.path, None):
                 idx = self.registration(
                     replace(r, symbol=self.owner()) if r.symbol is None and self.owner() else r,

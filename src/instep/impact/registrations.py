@@ -17,6 +17,11 @@ from importlib import resources
 from instep.impact.model import Registration
 from instep.tomlfile import parse_toml
 
+#: Registrars whose call raises when the op already has a decomposition, unless the call
+#: passes ``override_decomp=True`` (upstream ``make_fallback``).
+FALLBACK_CALLS = frozenset({"make_fallback"})
+OVERRIDE_DECOMP = "override_decomp"
+
 # Namespaces whose attribute chains are operator references.
 OP_NAMESPACES = frozenset(
     {
@@ -179,6 +184,14 @@ def registrations_of_call(
     if not values and reg.source == "name_kw" and symbol:
         values = [symbol.rsplit(".", 1)[-1]]  # @register_backend on a def: its name
     return [Registration(name, f"{reg.key}:{v}", None, path, line, symbol) for v in values]
+
+
+def overrides_decomposition(call: ast.Call) -> bool:
+    """``make_fallback(op, override_decomp=True)`` (any value but a false constant)."""
+    for kw in call.keywords:
+        if kw.arg == OVERRIDE_DECOMP:
+            return not (isinstance(kw.value, ast.Constant) and not kw.value.value)
+    return False
 
 
 def registrations_of_decorators(

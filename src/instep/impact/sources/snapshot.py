@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from instep.errors import BadInput, MissingInput
+from instep.impact.c_shims import is_shim_header
 
 log = logging.getLogger(__name__)
 
@@ -95,11 +96,7 @@ def is_binary(data: bytes) -> bool:
 
 def is_source_path(path: str) -> bool:
     """A file instep reads from a snapshot: Python, or an upstream C shim header."""
-    if path.endswith(".py"):
-        return True
-    from instep.impact.c_shims import is_shim_header
-
-    return is_shim_header(path)
+    return path.endswith(".py") or is_shim_header(path)
 
 
 class TreeSnapshot:
