@@ -6,9 +6,11 @@ import pytest
 from tests.run.cases import COLLECTION_ERROR, RELIABILITY, by_case, show, write
 
 
-@pytest.fixture(scope="module")
-def reliability_run(tmp_path_factory):
-    """One run over every misbehaving case (plus a file that fails to collect)."""
+@pytest.fixture(scope="module", params=["shared", "fork"])
+def reliability_run(tmp_path_factory, request):
+    """One run over every misbehaving case (plus a file that fails to collect), in the
+    process model of the CPU profile (hosts import the tests) and in the one of device
+    profiles (each case process imports its test module)."""
     import os
 
     from instep.cli import run as cli_run
@@ -35,6 +37,8 @@ def reliability_run(tmp_path_factory):
                 "rel",
                 "--junit-xml",
                 "junit.xml",
+                "--process-model",
+                request.param,
             ]
         )
     finally:

@@ -131,6 +131,18 @@ def _split_list(value: str | None) -> list[str]:
     help="--engine ray: the resource each case requests [profile's device_resource, else CPU].",
 )
 @click.option(
+    "--process-model",
+    type=click.Choice(["shared", "fork", "spawn"]),
+    help="Who imports the test modules: the forking hosts (shared), each case process"
+    " forked from a device-free host (fork), or fresh interpreters (spawn)"
+    " [the profile's runtime.fork].",
+)
+@click.option(
+    "--device-class",
+    metavar="DEV",
+    help="Only cases of test classes made for this device (TestFooCUDA, GPUTests: 'cuda').",
+)
+@click.option(
     "--bisect",
     is_flag=True,
     help="Re-run failed cases down eager -> aot_eager -> aot_eager_decomp_partition -> target"
@@ -160,6 +172,8 @@ def run_command(
     engine: str,
     address: str | None,
     ray_resource: str | None,
+    process_model: str | None,
+    device_class: str | None,
     bisect: bool,
 ) -> int:
     """Run PATHS (files, directories, node ids) with every case isolated, storing outcomes.
@@ -167,6 +181,7 @@ def run_command(
     Exit codes follow pytest: 0 all passed, 1 failures (or cases left unrun), 5 nothing
     collected, 2 bad usage, 130 interrupted.
     """
+    from instep.run.host_protocol import last_error_line
     from instep.run.runner import RunOptions, collect_cases, execute_run
     from instep.run.sharding import parse_shard
 
@@ -209,6 +224,8 @@ def run_command(
         address=address,
         ray_resource=ray_resource,
         max_tasks=workers if engine == "ray" else None,
+        process_model=process_model,
+        device_class=device_class,
     )
     if collect_only:
         collection = collect_cases(profile, opts)
@@ -216,7 +233,11 @@ def run_command(
             click.echo(case.nodeid)
         err = Console(stderr=True)
         for error in collection.errors:
-            err.print(f"ERROR collecting {error['nodeid']}", style="red", highlight=False)
+            err.print(
+                f"ERROR collecting {error['nodeid']}: {last_error_line(error['longrepr'])}",
+                style="red",
+                highlight=False,
+            )
         err.print(f"{len(collection.cases)} cases, {len(collection.errors)} collection errors")
         if collection.errors:
             return 1

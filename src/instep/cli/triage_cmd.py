@@ -92,6 +92,20 @@ def triage_command(
             escape(f"open since {since}") if since else "new in this run",
         )
     console.print(table)
+    for batch_id, hint in batch_hints(batches, outcomes):
+        console.print(f"[bold]{batch_id}[/bold]: {escape(hint)}")
+
+
+def batch_hints(batches: list, outcomes: list[dict]) -> list[tuple[str, str]]:  # type: ignore[type-arg]
+    """What to do for a batch, where the profile's rule that filed it says (its ``hint``)."""
+    by_case = {o.get("case"): o for o in outcomes}
+    hints = []
+    for b in batches:
+        row = by_case.get(b.representative or (b.cases[0] if b.cases else None)) or {}
+        rule = ((row.get("evidence") or {}).get("triage") or {}).get("rule") or {}
+        if rule.get("hint"):
+            hints.append((b.id, str(rule["hint"])))
+    return hints
 
 
 def _topic(layer: str | None, category: str | None, signature: str | None) -> str:

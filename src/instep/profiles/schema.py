@@ -10,6 +10,7 @@ The format is documented in docs/profiles.md.
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -59,7 +60,13 @@ class MessageRule(_Strict):
     pattern: str = Field(description="regex searched in 'ExceptionType: message' text")
     exception: str | None = Field(None, description="exception class name that must match too")
     confidence: float = Field(0.6, ge=0.0, le=1.0)
+    decisive: bool = Field(
+        False,
+        description="the message alone decides the layer, whatever the frames say (a fault"
+        " of the environment, such as a device used after a fork)",
+    )
     description: str = ""
+    hint: str | None = Field(None, description="what to do; shown with the failure's batch")
     reference: str | None = Field(
         None, description="where the rule comes from, e.g. 'seed 000 6.2'"
     )
@@ -82,6 +89,24 @@ class MessageRule(_Strict):
         return _compile(self.pattern, "rule pattern")
 
 
+class DeviceRuntime(_Strict):
+    """What the device runtime tolerates across ``fork()`` (docs/run.md, "Process models").
+
+    ``any``: forking is always safe (CPU): worker hosts import the test modules once and
+    fork each case from them. ``before_init``: a child forked after the runtime was
+    initialised cannot use the device (CUDA, NPU): no process that forks ever imports a
+    test module, which may touch the device at import. ``never``: not even a process that
+    imported the backend may fork: case processes are fresh interpreters.
+    """
+
+    fork: Literal["any", "before_init", "never"] = "any"
+    initialized: str | None = Field(
+        None,
+        description="dotted callable telling whether this process initialised the device,"
+        " e.g. 'torch.cuda.is_initialized'; checked in worker hosts before they fork",
+    )
+
+
 class Profile(_Strict):
     """One backend profile, after ``extends`` has been resolved."""
 
@@ -94,6 +119,7 @@ class Profile(_Strict):
     visible_devices_env: str | None = Field(None, description="env var that pins a device")
     device_resource: str | None = Field(None, description="custom resource name for Ray")
     default_isolation: str = Field("worker", pattern="^(case|worker)$")
+    runtime: DeviceRuntime = Field(default_factory=DeviceRuntime)
     env: dict[str, str] = Field(default_factory=dict, description="set for every test process")
     debug_env: dict[str, str] = Field(default_factory=dict, description="set for debug re-runs")
     version_probes: list[VersionProbe] = Field(default_factory=list)

@@ -22,3 +22,12 @@ def signal_name(num: int) -> str:
         return signal.Signals(num).name
     except ValueError:
         return f"signal {num}"
+
+
+def last_error_line(text: str) -> str:
+    """The line of a pytest error text that says why (``E   ModuleNotFoundError: …``)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for line in reversed(lines):
+        if line.startswith("E ") or "Error" in line or "error" in line:
+            return line.removeprefix("E").strip()
+    return lines[-1] if lines else "no output"

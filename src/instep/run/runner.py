@@ -28,7 +28,8 @@ from instep.doctor.version_matrix import read_version_matrix
 from instep.errors import BadInput, InstepError, MissingDependency
 from instep.profiles import Profile
 from instep.run.exception_chain import module_from_path
-from instep.run.host_protocol import FAILING
+from instep.run.host_protocol import FAILING, last_error_line
+from instep.run.process_model import choose as choose_model
 from instep.run.sharding import select_shard
 from instep.run.worker_pool import HostConfig, PoolEvent, WorkerPool, WorkItem, check_python_module
 from instep.triage.classifier import Classifier
@@ -65,6 +66,8 @@ class RunOptions:
     address: str | None = None  # the Ray cluster: None (start one here), 'auto', 'ray://...'
     ray_resource: str | None = None  # None: the profile's device_resource, else CPU
     max_tasks: int | None = None  # Ray tasks in flight at most [twice the resource's units]
+    process_model: str | None = None  # None: the profile's [runtime] fork decides
+    device_class: str | None = None  # only cases of test classes made for this device
 
 
 @dataclass
@@ -72,6 +75,7 @@ class CollectedCase:
     nodeid: str
     file: str
     timeout: float | None = None
+    device: str | None = None  # the device its test class was made for, if any
 
 
 @dataclass
@@ -144,6 +148,9 @@ def _host_config(profile: Profile, settings: dict[str, Any], opts: RunOptions) -
         memory_limit_mb=settings.get("memory_limit_mb"),
         pytest_args=settings.get("pytest_args", []),
         cwd=opts.cwd,
+        model=settings.get("process_model", "shared"),
+        device_probe=profile.runtime.initialized,
+        rootdir=settings.get("rootdir"),
     )
 
 
@@ -161,15 +168,19 @@ def _settings(profile: Profile, opts: RunOptions) -> dict[str, Any]:
         "memory_limit_mb": opts.memory_limit_mb,
         "pytest_args": list(opts.pytest_args),
         "cwd": str(opts.cwd or Path.cwd()),
+        "process_model": str(choose_model(profile.runtime.fork, opts.process_model)),
+        "device_class": opts.device_class,
     }
 
 
-def _make_pool(profile: Profile, settings: dict[str, Any], opts: RunOptions) -> WorkerPool:
+def _make_pool(
+    profile: Profile, settings: dict[str, Any], opts: RunOptions, collect: bool = True
+) -> WorkerPool:
     """The engine that runs the cases: worker hosts on this machine, or Ray tasks."""
     config = _host_config(profile, settings, opts)
     if opts.engine == "local":
         check_preimport(settings["preimport"], profile)
-        return WorkerPool(config, opts.workers)
+        return WorkerPool(config, opts.workers, collect=collect)
     if opts.engine != "ray":
         raise BadInput(f"--engine {opts.engine}: expected 'local' or 'ray'")
     from instep.run.ray_engine import RayPool
@@ -213,31 +224,28 @@ def collect_cases(profile: Profile, opts: RunOptions) -> Collection:
         pool.start()
         for event in pool.events():
             if event.kind == "collected":
-                return _collection(event)
+                collection = _collection(event)
+                collection.cases = select_device_class(collection.cases, opts.device_class)
+                return collection
             if event.kind == "host_failed":
                 raise InstepError(_host_failure_line(event, settings["paths"]))
     raise InstepError("instep run --collect-only: the worker host ended without collecting")
 
 
 def _collection(event: PoolEvent) -> Collection:
-    cases = [CollectedCase(c["nodeid"], c["file"], c.get("timeout")) for c in event.data["cases"]]
+    cases = [
+        CollectedCase(c["nodeid"], c["file"], c.get("timeout"), c.get("device"))
+        for c in event.data["cases"]
+    ]
     return Collection(cases=cases, errors=list(event.data["errors"]))
 
 
 def _host_failure_line(event: PoolEvent, paths: list[str]) -> str:
     data = event.data
     if data.get("type") == "collect_failed":
-        last = _last_error_line(data.get("log", ""))
+        last = last_error_line(data.get("log", ""))
         return f"collecting {' '.join(paths)} failed (pytest exit {data.get('exit_code')}): {last}"
-    return f"the worker host failed: {data.get('message') or _last_error_line(data.get('log', ''))}"
-
-
-def _last_error_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    for line in reversed(lines):
-        if line.startswith("E ") or "Error" in line or "error" in line:
-            return line.removeprefix("E").strip()
-    return lines[-1] if lines else "no output"
+    return f"the worker host failed: {data.get('message') or last_error_line(data.get('log', ''))}"
 
 
 def execute_run(
@@ -263,7 +271,7 @@ def execute_run(
         store = Store(store) if not isinstance(store, Store) else store
         run = store.get_run(resume)
         settings = dict(run.settings)
-        pool = _make_pool(profile, settings, opts)
+        pool = _make_pool(profile, settings, opts, collect=False)
         plan = store.plan(run.id)
         attempts = store.attempts(run.id)
         store.update_run(run.id, status="running", finished_at=None)
@@ -334,12 +342,15 @@ def _execute(
                 elif event.kind == "collected" and not planned:
                     planned = True
                     collection = _collection(event)
+                    if event.data.get("rootdir") and settings.get("rootdir") is None:
+                        settings["rootdir"] = event.data["rootdir"]  # what --resume needs
+                        store.update_run(run.id, settings=settings)
                     plan = _make_plan(store, run, opts, collection)
                     files = {n: f for n, f, _ in plan}
                     todo = [WorkItem(n, f, t) for n, f, t in plan if n not in attempts]
                     reporter.plan_ready(len(plan) + len(collection.errors), 0)
                     for error in collection.errors:
-                        message = _last_error_line(error["longrepr"])
+                        message = last_error_line(error["longrepr"])
                         reporter.outcome(error["nodeid"], "error", True, {"message": message})
                     pool.submit(todo)
                 elif event.kind == "host_failed" and not planned:
@@ -416,7 +427,7 @@ def _start_version_matrix(
 def _make_plan(
     store: Store, run: Run, opts: RunOptions, collection: Collection
 ) -> list[tuple[str, str, float | None]]:
-    cases = collection.cases
+    cases = select_device_class(collection.cases, opts.device_class)
     if opts.shard:
         nodeids = [c.nodeid for c in cases]
         keep = set(select_shard(nodeids, opts.shard, store.durations(nodeids)))
@@ -434,13 +445,21 @@ def _make_plan(
     return [p for p in plan if p[0] not in errored]
 
 
+def select_device_class(cases: list[CollectedCase], device: str | None) -> list[CollectedCase]:
+    """``--device-class DEV``: the cases of test classes made for DEV (``TestFooCUDA``,
+    ``GPUTests``), so that ``-k cuda`` matching ``test_x_cuda`` in a CPU class is no trap."""
+    if not device:
+        return cases
+    return [c for c in cases if c.device == device]
+
+
 def _utcnow() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 def _collection_error(nodeid: str, longrepr: str) -> dict[str, Any]:
     now = _utcnow()
-    message = _last_error_line(longrepr)
+    message = last_error_line(longrepr)
     return {
         "status": "error",
         "stage": "collect",

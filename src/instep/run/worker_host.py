@@ -1,79 +1,85 @@
-"""The fork server of one worker slot: ``python -m instep.run.worker_host``.
+"""The worker host of one slot: ``python -m instep.run.worker_host``.
 
 Started by the runner with two pipe fds (``INSTEP_HOST_FDS``) and its device already
 pinned in the environment. It imports torch (and the backend package) *before any device
-is initialised*, starts a pytest session over the run's paths with instep's plugin,
-collects once, reports the collected node ids, then serves requests: for each chunk of
-cases it forks a child that runs them through pytest's own ``pytest_runtest_protocol``.
+is initialised*, then serves the runner's requests: for each chunk of cases it hands the
+cases to a case process (:mod:`instep.run.case_process`), forked from itself or spawned,
+and watches it.
 
-``isolate='case'``: a fresh child per case. ``isolate='worker'``: a child is reused
-until a case fails or crashes. The host watches each child: a death by a signal, an
-``os._exit``, a time-out (faulthandler dump, then SIGKILL of the child's process group)
-or memory exhaustion (``RLIMIT_AS`` in the child) becomes a ``crashed``/``timeout``
-outcome with the phase it was in and its output tail, and the next child is forked.
-Outcomes go to the runner as pickled dicts; the host never writes the store.
+What the host imports depends on the process model (:mod:`instep.run.process_model`):
+under ``shared`` it starts a pytest session over the run's paths, collects once and
+reports the node ids, and its case processes inherit the collected items; under ``fork``
+and ``spawn`` it never imports a test module (a throwaway host with ``collect_only``
+collects for the run), checks that its own imports initialised no device, and each case
+process collects the file it runs. With ``--isolate worker`` one case process serves
+chunk after chunk of one file until a case fails.
+
+A death by a signal, an ``os._exit``, a time-out (faulthandler dump, then SIGKILL of the
+case process's group) or memory exhaustion (``RLIMIT_AS`` in the case process) becomes a
+``crashed``/``timeout`` outcome with the phase it was in and its output tail. Outcomes go
+to the runner as pickled dicts; the host never writes the store.
 """
 
 from __future__ import annotations
 
 import contextlib
-import faulthandler
 import gc
 import importlib
-import mmap
 import os
 import signal
+import subprocess
 import sys
-import threading
 import time
 import traceback
-from collections.abc import Iterator
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from instep.run.host_protocol import ENV_FDS, FAILING, signal_name
+from instep.run.case_process import (
+    ENV_CASE_FDS,
+    STAGES_FILE,
+    ServeContext,
+    case_main,
+    configure_session,
+    open_phase_board,
+    pytest_base_args,
+    read_phase,
+)
+from instep.run.host_protocol import ENV_FDS, signal_name
+from instep.run.process_model import ProcessModel, device_initialised
 
 DUMP_GRACE_S = 0.5
-#: The pytest phase a child is in, written to a shared page (no message per phase).
-PHASES = ("", "setup", "call", "teardown")
 #: Imported in the host after collection when the suite itself imported Dynamo: the first
 #: compile's lazy imports (~5 s) are then paid once, not in every forked case.
 WARM_AFTER_DYNAMO = ("torch._inductor.compile_fx",)
+#: How long a case process that collects for itself may take before its first case starts
+#: (importing an upstream test module and its OpInfo database takes seconds, not minutes).
+COLLECT_LIMIT_S = 600.0
 
 
 class HostSession:
-    """pytest plugin in the host: report collection, then serve the runner's requests."""
+    """The host's state; under ``shared`` also its pytest plugin (collect, then serve)."""
 
     def __init__(self, runner_in: Connection, runner_out: Connection, settings: dict[str, Any]):
-        from instep.run.pytest_plugin import OutcomeRecorder
-
         self.runner_in = runner_in
         self.runner_out = runner_out
         self.settings = settings
+        self.model = ProcessModel(settings.get("model", "shared"))
         self.workdir = Path(settings["workdir"])
-        self.recorder = OutcomeRecorder()
+        self.ctx = ServeContext(settings, open_phase_board(self.workdir, create=True))
+        self.recorder = self.ctx.recorder
         self.collect_errors: list[dict[str, Any]] = []
         self.collected_sent = False
-        self.items: dict[str, Any] = {}
+        self.items: dict[str, Any] | None = None  # collected here (``shared`` only)
         self.child: _Child | None = None
-        self.phase_board = mmap.mmap(-1, mmap.PAGESIZE)  # shared with every forked child
 
-    # -- collection ------------------------------------------------------------------------
+    # -- collection (``shared``, and the collecting host of ``fork``/``spawn``) ----------
 
     @pytest.hookimpl(trylast=True)
     def pytest_configure(self, config) -> None:  # type: ignore[no-untyped-def]
-        config.addinivalue_line(
-            "markers", "timeout(seconds): per-case time limit (instep run and pytest-timeout)"
-        )
-        # Outcomes are data: pytest's terminal output would only land in the cases' output
-        # files. Unregistered rather than disabled with -p, so a project's addopts that
-        # use its options (-ra, -q, -v) still parse.
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            config.pluginmanager.unregister(reporter)
+        configure_session(config)
 
     def pytest_collectreport(self, report) -> None:  # type: ignore[no-untyped-def]
         if report.failed:
@@ -91,10 +97,18 @@ class HostSession:
                 "nodeid": item.nodeid,
                 "file": item.nodeid.split("::", 1)[0],
                 "timeout": _timeout_marker(item),
+                "device": _device_class(item),
             }
             for item in session.items
         ]
-        self.runner_out.send({"type": "collected", "cases": cases, "errors": self.collect_errors})
+        self.runner_out.send(
+            {
+                "type": "collected",
+                "cases": cases,
+                "errors": self.collect_errors,
+                "rootdir": str(session.config.rootpath),
+            }
+        )
         self.collected_sent = True
         if not self.settings.get("collect_only"):
             self._warm_compiler()
@@ -110,8 +124,7 @@ class HostSession:
                 importlib.import_module(module)
 
     def current_phase(self) -> str | None:
-        code = self.phase_board[0]
-        return (PHASES[code] or None) if code < len(PHASES) else None
+        return read_phase(self.ctx.board)
 
     # -- serving ---------------------------------------------------------------------------
 
@@ -123,21 +136,30 @@ class HostSession:
                 break
             if msg["type"] == "stop":
                 break
-            if msg["type"] == "run" and not self.run_chunk(msg["cases"]):
-                break
+            if msg["type"] == "run":
+                if msg.get("rootdir"):  # where the collecting host found the node ids' root
+                    self.settings["rootdir"] = msg["rootdir"]
+                if not self.run_chunk(msg["cases"]):
+                    break
         if self.child is not None:
             self.child.kill()
 
     def run_chunk(self, cases: list[dict[str, Any]]) -> bool:
         """Run ``cases`` in order; ``False`` when the runner went away."""
         pending = list(cases)
+        file = pending[0]["nodeid"].split("::", 1)[0] if pending else ""
+        if self.child is not None and self.items is None and self.child.file != file:
+            self.child.stop()  # it imported another test file: the next one starts fresh
+            self.child = None
         while pending:
             if self.child is None:
-                self.child = _Child.fork(self)
+                self.child = self._new_child(file)
             child = self.child
             child.send([(c["nodeid"], c.get("env")) for c in pending])
             current: dict[str, Any] | None = None
             started = time.monotonic()
+            if not child.collected:
+                started += COLLECT_LIMIT_S  # its first case waits for it to collect
             while True:
                 if current is None and not pending:
                     self._end_of_chunk(child)
@@ -158,6 +180,7 @@ class HostSession:
                     if event is not None:
                         kind = event["type"]
                         if kind == "start":
+                            child.collected = True
                             current = pending[0]
                             started = child.case_started = time.monotonic()
                             self.runner_out.send({"type": "start", "nodeid": current["nodeid"]})
@@ -190,6 +213,11 @@ class HostSession:
                     break
         self.runner_out.send({"type": "done"})
         return True
+
+    def _new_child(self, file: str) -> _Child:
+        if self.model is ProcessModel.SPAWN:
+            return _Child.spawn(self, file)
+        return _Child.fork(self, file)
 
     def _end_of_chunk(self, child: _Child) -> None:
         """After the chunk's last outcome the child says 'idle' (kept) or 'retire' (gone)."""
@@ -285,55 +313,6 @@ class HostSession:
         )
 
 
-STAGES_FILE = "stages.json"
-
-
-class _CaseStages:
-    """The doctor's stage recorder around one case (None where torch is not in use).
-
-    Its snapshot file is what the worker host reads when the case times out: the compile
-    stage, event and kernel running at that moment (seed 000 6.12).
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.recorder: Any = None
-
-    def __enter__(self) -> Any:
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
-        if "torch" not in sys.modules:
-            return None
-        from instep.doctor.stage_timing import StageRecorder
-
-        self.recorder = StageRecorder(snapshot_path=self.path)
-        _SNAPSHOTS[0] = self.recorder
-        return self.recorder.__enter__()
-
-    def __exit__(self, *exc: object) -> None:
-        if self.recorder is not None:
-            _SNAPSHOTS[0] = None
-            self.recorder.__exit__(*exc)
-
-
-_SNAPSHOTS: list[Any] = [None]  # the recorder of the case running in this process
-
-
-def _start_stage_snapshots(interval_s: float = 0.5) -> None:
-    """A daemon thread writing the running compile's stages twice a second."""
-
-    def loop() -> None:
-        while True:
-            time.sleep(interval_s)
-            rec = _SNAPSHOTS[0]
-            if rec is not None:
-                with contextlib.suppress(Exception):
-                    if rec.active():
-                        rec.write_snapshot(force=True)
-
-    threading.Thread(target=loop, name="instep-stage-snapshots", daemon=True).start()
-
-
 def _compile_in_progress(path: Path) -> dict[str, Any] | None:
     """The innermost compile that was running at the last snapshot, if any."""
     import json
@@ -375,36 +354,46 @@ def _timeout_marker(item) -> float | None:  # type: ignore[no-untyped-def]
 
 
 class _Child:
-    """One forked worker process and the host's end of its pipes."""
+    """One case process and the host's end of its pipes."""
 
-    def __init__(self, pid: int, requests: Connection, events: Connection) -> None:
+    def __init__(
+        self, pid: int, requests: Connection, events: Connection, file: str, collected: bool
+    ) -> None:
         self.pid = pid
         self.requests = requests
         self.events = events
+        self.file = file  # the test file it collected (``fork``/``spawn``)
+        self.collected = collected  # False until its first case starts
         self.case_started = time.monotonic()
         self._pidfd: int | None = None
         with contextlib.suppress(AttributeError, OSError):
             self._pidfd = os.pidfd_open(pid)
         self.status: int | None = None
+        self.proc: subprocess.Popen[bytes] | None = None  # a spawned one
 
     @property
     def sentinel(self) -> Any:
         return self._pidfd if self._pidfd is not None else self.events
 
     @classmethod
-    def fork(cls, host: HostSession) -> _Child:
+    def fork(cls, host: HostSession, file: str) -> _Child:
         req_r, req_w = os.pipe()
         ev_r, ev_w = os.pipe()
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
-        if pid == 0:  # the child
+        if pid == 0:  # the case process
             os.close(req_w)
             os.close(ev_r)
             code = 1
             try:
-                _child_main(
-                    host, Connection(req_r, writable=False), Connection(ev_w, readable=False)
+                host.runner_in.close()
+                host.runner_out.close()
+                case_main(
+                    host.ctx,
+                    Connection(req_r, writable=False),
+                    Connection(ev_w, readable=False),
+                    host.items,
                 )
                 code = 0
             except BaseException:
@@ -414,7 +403,38 @@ class _Child:
                 os._exit(code)
         os.close(req_r)
         os.close(ev_w)
-        return cls(pid, Connection(req_w, readable=False), Connection(ev_r, writable=False))
+        requests = Connection(req_w, readable=False)
+        return cls(pid, requests, Connection(ev_r, writable=False), file, host.items is not None)
+
+    @classmethod
+    def spawn(cls, host: HostSession, file: str) -> _Child:
+        """A fresh interpreter (``python -m instep.run.case_process``) for ``file``."""
+        req_r, req_w = os.pipe()
+        ev_r, ev_w = os.pipe()
+        env = {**os.environ, ENV_CASE_FDS: f"{req_r},{ev_w}"}
+        env.pop(ENV_FDS, None)
+        with open(host.workdir / "stderr.txt", "ab") as log_fh:  # what fails before capture
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "instep.run.case_process"],
+                pass_fds=(req_r, ev_w),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log_fh,
+                stderr=log_fh,
+                start_new_session=True,
+            )
+        os.close(req_r)
+        os.close(ev_w)
+        child = cls(
+            proc.pid,
+            Connection(req_w, readable=False),
+            Connection(ev_r, writable=False),
+            file,
+            False,
+        )
+        child.proc = proc
+        child.requests.send(host.settings)
+        return child
 
     def send(self, cases: list[tuple[str, dict[str, str] | None]]) -> None:
         """Ask the child to run ``(nodeid, env)`` cases (env: set for that case only)."""
@@ -441,6 +461,12 @@ class _Child:
             self._close()
         return self.status
 
+    def stop(self) -> None:
+        """Let it finish its pytest session and exit (closing its request pipe)."""
+        with contextlib.suppress(OSError):
+            self.requests.close()
+        self.reap(block=True)
+
     def dump_and_kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGUSR1)  # faulthandler dumps every thread's stack
@@ -460,119 +486,13 @@ class _Child:
 
     def _close(self) -> None:
         for conn in (self.requests, self.events):
-            conn.close()
+            with contextlib.suppress(OSError):
+                conn.close()
+        if self.proc is not None:
+            self.proc.returncode = self.status  # reaped here: Popen must not wait again
         if self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None
-
-
-def _die_with_parent() -> None:
-    """Ask Linux to SIGKILL this case process when its worker host dies.
-
-    The case runs in its own process group (so that a time-out kills all it started), so
-    killing the host's group would not reach it: without this, a case that outlives its
-    host (it killed the host, or the runner killed the host) would be orphaned.
-    """
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # not Linux: the pool's group kill is all there is
-        return
-    if os.getppid() == 1:  # the host died before the request took effect
-        os._exit(137)
-
-
-@contextlib.contextmanager
-def _case_env(env: dict[str, str] | None) -> Iterator[None]:
-    """``env`` set in this process for one case, the previous values back afterwards
-    (a child kept by ``--isolate worker`` runs the next case as it was)."""
-    if not env:
-        yield
-        return
-    saved = {key: os.environ.get(key) for key in env}
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
-def _child_main(host: HostSession, requests: Connection, events: Connection) -> None:
-    from instep.run.output_capture import read_tail, redirect_std_fds, truncate_std_fds
-
-    os.setpgid(0, 0)
-    _die_with_parent()
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    host.runner_in.close()
-    host.runner_out.close()
-    settings = host.settings
-    limit_mb = settings.get("memory_limit_mb")
-    if limit_mb:
-        import resource
-
-        limit = int(limit_mb) * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    out_path, err_path = host.workdir / "stdout.txt", host.workdir / "stderr.txt"
-    redirect_std_fds(out_path, err_path)
-    faulthandler.enable(file=sys.stderr, all_threads=True)
-    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
-    recorder = host.recorder
-    board = host.phase_board
-
-    def on_phase(_nodeid: str, phase: str) -> None:
-        board[0] = PHASES.index(phase)
-
-    recorder.on_phase = on_phase
-    isolate_case = settings["isolate"] == "case"
-    stages_path = host.workdir / STAGES_FILE
-    _start_stage_snapshots()
-    while True:
-        try:
-            chunk: list[tuple[str, dict[str, str] | None]] = requests.recv()
-        except (EOFError, OSError):
-            return
-        for index, (nodeid, env) in enumerate(chunk):
-            board[0] = 0
-            truncate_std_fds()
-            events.send({"type": "start", "nodeid": nodeid})
-            item = host.items.get(nodeid)
-            started = time.time()
-            if item is None:
-                data: dict[str, Any] = {
-                    "status": "error",
-                    "stage": "collect",
-                    "message": f"{nodeid} was not collected in this worker",
-                }
-            else:
-                following = chunk[index + 1][0] if index + 1 < len(chunk) else None
-                nextitem = host.items.get(following) if following else None
-                recorder.begin(nodeid)
-                with _CaseStages(stages_path) as stages, _case_env(env):
-                    item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
-                data = recorder.finish()
-                if stages is not None and stages.graphs:
-                    from instep.doctor.stage_timing import stage_totals
-
-                    graphs = stages.as_dict().get("graphs", [])
-                    data.setdefault("evidence", {})["compile_stages"] = stage_totals(graphs)
-            sys.stdout.flush()
-            sys.stderr.flush()
-            data["stdout_tail"], out_size = read_tail(out_path)
-            data["stderr_tail"], err_size = read_tail(err_path)
-            data.setdefault("evidence", {})["output_bytes"] = (out_size, err_size)
-            data["started_at"] = started
-            events.send({"type": "outcome", "nodeid": nodeid, "data": data})
-            if isolate_case or data["status"] in FAILING:
-                events.send({"type": "retire"})
-                return
-        events.send({"type": "idle"})
 
 
 def _warm_torch() -> None:
@@ -610,27 +530,47 @@ def main() -> int:
             return 1
     if "torch" in sys.modules:
         _warm_torch()
-    runner_out.send({"type": "ready", "pid": os.getpid(), "import_s": time.monotonic() - started})
-
     host = HostSession(runner_in, runner_out, settings)
-    args = [
-        *settings["paths"],
-        "-p",
-        "no:cacheprovider",
-        "-p",
-        "no:xdist",
-        "-p",
-        "no:timeout",  # instep enforces time limits (and honours the timeout marker)
-        "-s",
-        "--continue-on-collection-errors",
-        *settings.get("pytest_args", []),
-    ]
+    collects = host.model.hosts_collect or bool(settings.get("collect_only"))
+    ready: dict[str, Any] = {"type": "ready", "pid": os.getpid(), "model": str(host.model)}
+    if not collects:
+        if "torch" in sys.modules:  # no test module tells here whether it compiles
+            for module in WARM_AFTER_DYNAMO:
+                with contextlib.suppress(Exception):
+                    importlib.import_module(module)
+        if host.model is ProcessModel.FORK and device_initialised(settings.get("device_probe")):
+            host.model = ProcessModel.SPAWN
+            ready["model"] = str(host.model)
+            ready["warning"] = (
+                f"importing {', '.join(settings.get('preimport', [])) or 'the preimports'}"
+                f" initialised the device ({settings.get('device_probe')}() is true): case"
+                " processes are spawned, not forked, which costs an interpreter start each"
+            )
+    ready["import_s"] = round(time.monotonic() - started, 3)
+    runner_out.send(ready)
+    if not collects:
+        gc.freeze()  # forked case processes do not copy pages just to run the collector
+        host.serve()
+        return 0
+    args = [*settings["paths"], *pytest_base_args(settings)]
     if settings.get("k"):
         args += ["-k", settings["k"]]
     code = pytest.main(args, plugins=[host, host.recorder])
     if not host.collected_sent:
         runner_out.send({"type": "collect_failed", "exit_code": int(code)})
     return 0
+
+
+def _device_class(item) -> str | None:  # type: ignore[no-untyped-def]
+    """The device a test class was made for: ``device_type`` of the classes that
+    ``instantiate_device_type_tests`` makes (``TestFooCUDA``), else a class's ``device``
+    string (``test_torchinductor.py``'s ``CpuTests`` and ``GPUTests``)."""
+    cls = getattr(item, "cls", None)
+    for name in ("device_type", "device"):
+        value = getattr(cls, name, None) if cls is not None else None
+        if isinstance(value, str) and value:
+            return value.split(":", 1)[0]
+    return None
 
 
 if __name__ == "__main__":

@@ -67,6 +67,13 @@ class HostConfig:
     pytest_args: list[str] = field(default_factory=list)
     collect_only: bool = False
     cwd: Path | None = None
+    #: :class:`~instep.run.process_model.ProcessModel` value: who imports the test modules
+    model: str = "shared"
+    #: the profile's ``[runtime] initialized`` probe, checked by hosts before they fork
+    device_probe: str | None = None
+    #: pytest's rootdir, as the collecting host found it: case processes that collect
+    #: for themselves resolve node ids against it
+    rootdir: str | None = None
 
 
 @dataclass
@@ -84,8 +91,11 @@ class PoolEvent:
 class WorkerHost:
     """One host process and its pipes."""
 
-    def __init__(self, index: int, config: HostConfig, scratch: Path) -> None:
+    def __init__(
+        self, index: int, config: HostConfig, scratch: Path, collect_only: bool | None = None
+    ) -> None:
         self.index = index
+        self.collect_only = config.collect_only if collect_only is None else collect_only
         self.device = config.devices[index % len(config.devices)] if config.devices else None
         self.workdir = scratch / f"w{index}-{time.monotonic_ns()}"
         self.workdir.mkdir(parents=True)
@@ -120,8 +130,11 @@ class WorkerHost:
                 "preimport": config.preimport,
                 "memory_limit_mb": config.memory_limit_mb,
                 "pytest_args": config.pytest_args,
-                "collect_only": config.collect_only,
+                "collect_only": self.collect_only,
                 "workdir": str(self.workdir),
+                "model": config.model,
+                "device_probe": config.device_probe,
+                "rootdir": config.rootdir,
             }
         )
         self.state = "starting"  # -> ready -> idle <-> busy; dead
@@ -132,7 +145,7 @@ class WorkerHost:
     def log_tail(self, limit: int = 8000) -> str:
         return read_tail(self.log_path, limit)[0]
 
-    def send_chunk(self, items: list[WorkItem]) -> None:
+    def send_chunk(self, items: list[WorkItem], rootdir: str | None = None) -> None:
         self.chunk = deque(items)
         self.current = None
         self.state = "busy"
@@ -141,6 +154,7 @@ class WorkerHost:
             {
                 "type": "run",
                 "cases": [{"nodeid": i.nodeid, "timeout": i.timeout, "env": i.env} for i in items],
+                "rootdir": rootdir,
             }
         )
 
@@ -181,18 +195,29 @@ def enqueue(queue: deque[WorkItem], items: list[WorkItem], front: bool = False) 
 
 
 class WorkerPool:
-    """``workers`` hosts sharing one queue of :class:`WorkItem`."""
+    """``workers`` hosts sharing one queue of :class:`WorkItem`.
 
-    def __init__(self, config: HostConfig, workers: int) -> None:
+    Under the ``shared`` process model the hosts collect (the first to finish plans the
+    run); under ``fork`` and ``spawn`` a throwaway collecting host does, beside hosts
+    that never import a test module (``collect=False``: a resumed run has its plan).
+    """
+
+    def __init__(self, config: HostConfig, workers: int, collect: bool = True) -> None:
         self.config = config
         self.workers = max(1, workers)
         self.scratch = Path(tempfile.mkdtemp(prefix="instep-run-"))
         self.hosts: list[WorkerHost | None] = [None] * self.workers
+        self.collector: WorkerHost | None = None
+        self.collect = collect
         self.queue: deque[WorkItem] = deque()
         self.failures = 0
         self.closed = False
         self.collected_once = False
         self.hosts_started = 0  # host processes started, replacements included
+
+    @property
+    def hosts_collect(self) -> bool:
+        return self.config.model == "shared" or self.config.collect_only
 
     def _new_host(self, index: int) -> WorkerHost:
         self.hosts_started += 1
@@ -205,6 +230,8 @@ class WorkerPool:
         self.close()
 
     def start(self) -> None:
+        if not self.hosts_collect and self.collect:
+            self.collector = WorkerHost(0, self.config, self.scratch, collect_only=True)
         for i in range(self.workers):
             self.hosts[i] = self._new_host(i)
 
@@ -212,8 +239,8 @@ class WorkerPool:
         if self.closed:
             return
         self.closed = True
-        for host in self.hosts:
-            if host is not None:
+        for host in [*self.hosts, self.collector]:
+            if host is not None and host.state != "dead":
                 host.stop()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
@@ -238,7 +265,13 @@ class WorkerPool:
             chunk = [first]
             while self.queue and len(chunk) < size and self.queue[0].file == first.file:
                 chunk.append(self.queue.popleft())
-            host.send_chunk(chunk)
+            host.send_chunk(chunk, self.config.rootdir)
+
+    def _live(self) -> list[WorkerHost]:
+        hosts = [h for h in self.hosts if h is not None and h.state != "dead"]
+        if self.collector is not None and self.collector.state != "dead":
+            hosts.append(self.collector)
+        return hosts
 
     def events(self, poll_s: float = 0.2) -> Iterator[PoolEvent]:
         """Run until the queue is empty and no host is busy, yielding what happens.
@@ -249,16 +282,16 @@ class WorkerPool:
         """
         while True:
             self._dispatch()
-            live = [h for h in self.hosts if h is not None and h.state != "dead"]
+            live = self._live()
             if not live:
                 return
-            waiting = not self.collected_once and any(
-                h.state in ("starting", "ready") for h in live
+            waiting = not self.collected_once and (
+                (self.collector is not None and self.collector in live)
+                or any(h.state in ("starting", "ready") for h in live)
             )
             if not waiting and not self.queue and not self.busy:
                 return
             conns = {h.from_host: h for h in live}
-            sentinels = {h.proc.pid: h for h in live}
             ready = wait(list(conns), timeout=poll_s)
             for conn in ready:
                 host = conns[conn]
@@ -269,7 +302,7 @@ class WorkerPool:
                     continue
                 host.last_heard = time.monotonic()
                 yield from self._handle(host, msg)
-            for host in list(sentinels.values()):
+            for host in live:
                 if host.state == "dead":
                     continue
                 if host.silent_too_long(self.config.timeout):
@@ -281,13 +314,18 @@ class WorkerPool:
     def _handle(self, host: WorkerHost, msg: dict[str, Any]) -> Iterator[PoolEvent]:
         kind = msg["type"]
         if kind == "ready":
-            host.state = "ready"
+            # a host that does not collect serves at once; one that collects says so next
+            host.state = "ready" if host.collect_only or self.hosts_collect else "idle"
+            if msg.get("warning"):
+                log.warning("worker %d: %s", host.index, msg["warning"])
         elif kind == "collected":
-            host.state = "idle"
             self.collected_once = True
-            if self.config.collect_only:
+            self.config.rootdir = msg.get("rootdir")
+            if host.collect_only:
                 host.state = "dead"
                 host.stop()
+            else:
+                host.state = "idle"
             yield PoolEvent("collected", host.index, host.device, data=msg)
         elif kind == "start":
             host.current = host.chunk[0] if host.chunk else None
@@ -310,13 +348,18 @@ class WorkerPool:
             data = dict(msg)
             data["log"] = host.log_tail()
             host.stop()
-            self.hosts[host.index] = None
+            self._forget(host)
             yield PoolEvent("host_failed", host.index, host.device, data=data)
             # every host would fail the same way: stop the others as well
-            for other in self.hosts:
-                if other is not None and other.state in ("starting", "ready"):
+            for other in self._live():
+                if other.state in ("starting", "ready") or other is self.collector:
                     other.kill()
                     other.state = "dead"
+
+    def _forget(self, host: WorkerHost) -> None:
+        if host is self.collector:
+            return  # kept (dead) so that close() knows it
+        self.hosts[host.index] = None
 
     def _host_died(self, host: WorkerHost, reason: str | None = None) -> Iterator[PoolEvent]:
         if host.state == "dead":
@@ -326,6 +369,14 @@ class WorkerPool:
         host.state = "dead"
         code = host.proc.returncode
         why = reason or f"the worker host exited (status {code})"
+        if host is self.collector:
+            yield PoolEvent(
+                "host_failed",
+                host.index,
+                host.device,
+                data={"type": "died", "message": f"collecting: {why}", "log": host.log_tail()},
+            )
+            return
         item = host.current or (host.chunk[0] if host.chunk else None)
         if was == "busy" and item is not None:
             host.chunk.popleft()

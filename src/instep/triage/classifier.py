@@ -139,6 +139,8 @@ class Classifier:
         rule_layer = rule.rule.layer if rule else None
         if data.get("layer") and str(data.get("category") or "").startswith("env."):
             return Layer(data["layer"]), 0.95, "runner"
+        if rule is not None and rule.rule.decisive and rule_layer is not None:
+            return rule_layer, rule.rule.confidence, "rule_decisive"
         if ladder_layer is not None:
             return ladder_layer, CONFIDENCE_LADDER, "ladder"
         if frame_layer is not None:

@@ -29,6 +29,7 @@ class RuleMatch:
             "layer": str(self.rule.layer) if self.rule.layer else None,
             "matched": self.matched[:200],
             "reference": self.rule.reference,
+            **({"hint": self.rule.hint} if self.rule.hint else {}),
         }
 
 

@@ -1,0 +1,356 @@
+"""The process that runs cases: forked from a worker host, or spawned fresh.
+
+A case process isolates itself (own process group, death with its host, ``RLIMIT_AS``,
+fds 1 and 2 sent to files, faulthandler), then serves the host's requests: lists of
+``(nodeid, env)`` cases, each run through pytest's own ``pytest_runtest_protocol`` with
+instep's :class:`~instep.run.pytest_plugin.OutcomeRecorder`, each outcome sent back as a
+dict. It retires after a failing case, or after one case with ``isolate='case'``.
+
+Where its items come from depends on the process model (:mod:`instep.run.process_model`):
+under ``shared`` it inherits the host's collected items; under ``fork`` and ``spawn`` it
+imports and collects the test file of its first request itself, so a module that touches
+the device at import does so in the process that runs its cases. ``python -m
+instep.run.case_process`` is the spawned form: it imports the preimports first.
+It never forks and never writes the store; the host watches it and reports its deaths.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import importlib
+import mmap
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Iterator
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from instep.run.host_protocol import FAILING, last_error_line
+from instep.run.pytest_plugin import OutcomeRecorder
+
+#: The pytest phase a case process is in, written to a shared page (no message per phase).
+PHASES = ("", "setup", "call", "teardown")
+STAGES_FILE = "stages.json"
+PHASE_FILE = "phase"
+#: ``"REQUESTS,EVENTS"``: the pipe fds of a spawned case process.
+ENV_CASE_FDS = "INSTEP_CASE_FDS"
+
+
+def pytest_base_args(settings: dict[str, Any]) -> list[str]:
+    """What every pytest session of a run gets besides its paths."""
+    return [
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:xdist",
+        "-p",
+        "no:timeout",  # instep enforces time limits (and honours the timeout marker)
+        "-s",
+        "--continue-on-collection-errors",
+        *settings.get("pytest_args", []),
+    ]
+
+
+def open_phase_board(workdir: Path, create: bool = False) -> mmap.mmap:
+    """The page a case process writes its pytest phase to and its host reads.
+
+    File-backed, so that a forked and a spawned case process share it alike."""
+    path = workdir / PHASE_FILE
+    if create:
+        path.write_bytes(b"\0" * mmap.PAGESIZE)
+    with open(path, "r+b") as fh:
+        return mmap.mmap(fh.fileno(), mmap.PAGESIZE)
+
+
+def read_phase(board: mmap.mmap) -> str | None:
+    code = board[0]
+    return (PHASES[code] or None) if code < len(PHASES) else None
+
+
+class ServeContext:
+    """What a case process needs from its host: settings, work directory, phase page."""
+
+    def __init__(self, settings: dict[str, Any], board: mmap.mmap) -> None:
+        self.settings = settings
+        self.workdir = Path(settings["workdir"])
+        self.board = board
+        self.recorder = OutcomeRecorder()
+
+    @property
+    def isolate_case(self) -> bool:
+        return self.settings["isolate"] == "case"
+
+
+def case_main(
+    ctx: ServeContext,
+    requests: Connection,
+    events: Connection,
+    items: dict[str, Any] | None = None,
+) -> None:
+    """Body of a case process: isolate, then serve ``items`` (inherited), or collect the
+    file of the first request and serve what that collected."""
+    _isolate_process(ctx)
+    if items is not None:
+        _serve(ctx, items, requests, events)
+        return
+    try:
+        first = requests.recv()
+    except (EOFError, OSError):
+        return
+    rootdir = ctx.settings.get("rootdir") or os.getcwd()
+    if ctx.isolate_case:
+        targets = [os.path.join(rootdir, nodeid) for nodeid, _ in first]
+    else:
+        targets = sorted({os.path.join(rootdir, nodeid.split("::", 1)[0]) for nodeid, _ in first})
+    plugin = _CollectThenServe(ctx, requests, events, first)
+    pytest.main([*targets, *pytest_base_args(ctx.settings)], plugins=[plugin, ctx.recorder])
+
+
+class _CollectThenServe:
+    """pytest plugin of a case process that collects for itself (``fork``, ``spawn``)."""
+
+    def __init__(
+        self, ctx: ServeContext, requests: Connection, events: Connection, first: list
+    ) -> None:
+        self.ctx = ctx
+        self.requests = requests
+        self.events = events
+        self.first = first
+        self.collect_errors: list[str] = []
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_configure(self, config) -> None:  # type: ignore[no-untyped-def]
+        configure_session(config)
+
+    def pytest_collectreport(self, report) -> None:  # type: ignore[no-untyped-def]
+        if report.failed:
+            self.collect_errors.append(str(report.longrepr)[-20_000:])
+
+    def pytest_runtestloop(self, session) -> bool:  # type: ignore[no-untyped-def]
+        items = {item.nodeid: item for item in session.items}
+        missing = "\n".join(self.collect_errors) or None
+        _serve(self.ctx, items, self.requests, self.events, self.first, missing)
+        return True
+
+
+def configure_session(config) -> None:  # type: ignore[no-untyped-def]
+    """Every instep pytest session: the timeout marker known, no terminal reporter.
+
+    Outcomes are data: pytest's terminal output would only land in the cases' output
+    files. Unregistered rather than disabled with -p, so a project's addopts that use its
+    options (-ra, -q, -v) still parse."""
+    config.addinivalue_line(
+        "markers", "timeout(seconds): per-case time limit (instep run and pytest-timeout)"
+    )
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        config.pluginmanager.unregister(reporter)
+
+
+def _isolate_process(ctx: ServeContext) -> None:
+    from instep.run.output_capture import redirect_std_fds
+
+    with contextlib.suppress(OSError):  # a spawned process already leads its own session
+        os.setpgid(0, 0)
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    limit_mb = ctx.settings.get("memory_limit_mb")
+    if limit_mb:
+        import resource
+
+        limit = int(limit_mb) * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    redirect_std_fds(ctx.workdir / "stdout.txt", ctx.workdir / "stderr.txt")
+    faulthandler.enable(file=sys.stderr, all_threads=True)
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
+
+
+def _serve(
+    ctx: ServeContext,
+    items: dict[str, Any],
+    requests: Connection,
+    events: Connection,
+    first: list | None = None,
+    not_collected: str | None = None,
+) -> None:
+    """Run the requested cases until told to stop, a case fails, or (``case``) one ran."""
+    from instep.run.output_capture import read_tail, truncate_std_fds
+
+    out_path, err_path = ctx.workdir / "stdout.txt", ctx.workdir / "stderr.txt"
+    recorder, board = ctx.recorder, ctx.board
+
+    def on_phase(_nodeid: str, phase: str) -> None:
+        board[0] = PHASES.index(phase)
+
+    recorder.on_phase = on_phase
+    stages_path = ctx.workdir / STAGES_FILE
+    _start_stage_snapshots()
+    while True:
+        if first is not None:
+            chunk, first = first, None
+        else:
+            try:
+                chunk = requests.recv()
+            except (EOFError, OSError):
+                return
+        for index, (nodeid, env) in enumerate(chunk):
+            board[0] = 0
+            truncate_std_fds()
+            events.send({"type": "start", "nodeid": nodeid})
+            item = items.get(nodeid)
+            started = time.time()
+            if item is None:
+                data = _not_collected(nodeid, not_collected)
+            else:
+                following = chunk[index + 1][0] if index + 1 < len(chunk) else None
+                nextitem = items.get(following) if following else None
+                recorder.begin(nodeid)
+                with _CaseStages(stages_path) as stages, _case_env(env):
+                    item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+                data = recorder.finish()
+                if stages is not None and stages.graphs:
+                    from instep.doctor.stage_timing import stage_totals
+
+                    graphs = stages.as_dict().get("graphs", [])
+                    data.setdefault("evidence", {})["compile_stages"] = stage_totals(graphs)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            data["stdout_tail"], out_size = read_tail(out_path)
+            data["stderr_tail"], err_size = read_tail(err_path)
+            data.setdefault("evidence", {})["output_bytes"] = (out_size, err_size)
+            data["started_at"] = started
+            events.send({"type": "outcome", "nodeid": nodeid, "data": data})
+            if ctx.isolate_case or data["status"] in FAILING:
+                events.send({"type": "retire"})
+                return
+        events.send({"type": "idle"})
+
+
+def _not_collected(nodeid: str, collect_errors: str | None) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "status": "error",
+        "stage": "collect",
+        "message": f"{nodeid} was not collected in this worker",
+    }
+    if collect_errors:
+        why = last_error_line(collect_errors)
+        data["message"] = f"{nodeid} was not collected in its case process: {why}"
+        data["longrepr"] = collect_errors
+    return data
+
+
+class _CaseStages:
+    """The doctor's stage recorder around one case (None where torch is not in use).
+
+    Its snapshot file is what the worker host reads when the case times out: the compile
+    stage, event and kernel running at that moment (seed 000 6.12).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.recorder: Any = None
+
+    def __enter__(self) -> Any:
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        if "torch" not in sys.modules:
+            return None
+        from instep.doctor.stage_timing import StageRecorder
+
+        self.recorder = StageRecorder(snapshot_path=self.path)
+        _SNAPSHOTS[0] = self.recorder
+        return self.recorder.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.recorder is not None:
+            _SNAPSHOTS[0] = None
+            self.recorder.__exit__(*exc)
+
+
+_SNAPSHOTS: list[Any] = [None]  # the recorder of the case running in this process
+
+
+def _start_stage_snapshots(interval_s: float = 0.5) -> None:
+    """A daemon thread writing the running compile's stages twice a second."""
+
+    def loop() -> None:
+        while True:
+            time.sleep(interval_s)
+            rec = _SNAPSHOTS[0]
+            if rec is not None:
+                with contextlib.suppress(Exception):
+                    if rec.active():
+                        rec.write_snapshot(force=True)
+
+    threading.Thread(target=loop, name="instep-stage-snapshots", daemon=True).start()
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this case process when its worker host dies.
+
+    The case runs in its own process group (so that a time-out kills all it started), so
+    killing the host's group would not reach it: without this, a case that outlives its
+    host (it killed the host, or the runner killed the host) would be orphaned.
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the pool's group kill is all there is
+        return
+    if os.getppid() == 1:  # the host died before the request took effect
+        os._exit(137)
+
+
+@contextlib.contextmanager
+def _case_env(env: dict[str, str] | None) -> Iterator[None]:
+    """``env`` set in this process for one case, the previous values back afterwards
+    (a process kept by ``--isolate worker`` runs the next case as it was)."""
+    if not env:
+        yield
+        return
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def main() -> int:
+    """A spawned case process: settings first, then the preimports, then serve."""
+    fd_req, fd_ev = (int(x) for x in os.environ[ENV_CASE_FDS].split(","))
+    requests = Connection(fd_req, writable=False)
+    events = Connection(fd_ev, readable=False)
+    settings: dict[str, Any] = requests.recv()
+    code = 0
+    try:
+        for module in settings.get("preimport", []):
+            importlib.import_module(module)
+        ctx = ServeContext(settings, open_phase_board(Path(settings["workdir"])))
+        case_main(ctx, requests, events)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # no interpreter teardown: what the cases left running is not waited for
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,192 @@
+"""Process models: a device runtime that cannot be used after a fork, as CUDA and NPU.
+
+``fakedev`` behaves like ``torch.cuda``: a process that initialised it and then forks
+leaves the child in a "bad fork", where using the device raises "Cannot re-initialize
+… in forked subprocess". The test module touches the device at import, as upstream test
+modules do (``SM80OrLater``). Runs are real: real hosts, real forks and spawns.
+"""
+
+from __future__ import annotations
+
+import pytest
+from tests.run.cases import by_case, show, write
+
+FAKEDEV = '''
+import os
+
+_initialized = False
+_bad_fork = False
+
+
+def init():
+    global _initialized
+    if _bad_fork:
+        raise RuntimeError(
+            "Cannot re-initialize FAKEDEV in forked subprocess. To use FAKEDEV with"
+            " multiprocessing, you must use the 'spawn' start method"
+        )
+    _initialized = True
+
+
+def is_initialized():
+    return _initialized
+
+
+def _after_fork_in_child():
+    global _initialized, _bad_fork
+    if _initialized:
+        _initialized = False
+        _bad_fork = True
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def launch():
+    """A kernel launch: initialises lazily, like torch.cuda."""
+    if not _initialized:
+        init()
+    return os.getpid()
+'''
+
+FAKEDEV_AUTOINIT = "import fakedev\nfakedev.init()\n"
+
+DEVICE_TESTS = """
+import os
+import unittest
+
+import fakedev
+
+fakedev.init()  # a capability read at import, like SM80OrLater
+PIDS = os.path.join(os.path.dirname(__file__), "pids.txt")
+
+
+def _note():
+    with open(PIDS, "a") as fh:
+        fh.write(f"{os.getpid()}\\n")
+
+
+class TestKernelsFAKEDEV(unittest.TestCase):
+    device_type = "fakedev"
+
+    def test_add_fakedev(self):
+        _note()
+        self.assertTrue(fakedev.launch())
+
+    def test_mul_fakedev(self):
+        _note()
+        self.assertTrue(fakedev.launch())
+
+
+class TestKernelsCPU(unittest.TestCase):
+    device_type = "cpu"
+
+    def test_add_cpu_not_fakedev(self):
+        _note()
+
+
+def test_plain_function_uses_the_device():
+    _note()
+    assert fakedev.launch()
+"""
+
+PROFILE = """
+[profiles.fakedev]
+extends = "cpu"
+device_type = "fakedev"
+default_isolation = "case"
+
+[profiles.fakedev.runtime]
+fork = "before_init"
+initialized = "fakedev.is_initialized"
+"""
+
+
+@pytest.fixture
+def device_suite(tmp_path, monkeypatch):
+    write(tmp_path, "fakedev.py", FAKEDEV)
+    write(tmp_path, "fakedev_autoinit.py", FAKEDEV_AUTOINIT)
+    write(tmp_path, "test_device.py", DEVICE_TESTS)
+    write(tmp_path, "instep.toml", PROFILE)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # the hosts may preimport fakedev
+    monkeypatch.syspath_prepend(str(tmp_path))  # and the runner checks that they can
+    return tmp_path
+
+
+def _pids(root) -> list[int]:
+    return [int(x) for x in (root / "pids.txt").read_text().split()]
+
+
+def _run(instep, *args: str) -> dict[str, dict]:
+    result = instep("run", "test_device.py", "--run", "r", *args)
+    outcomes = by_case(show(instep, "r"))
+    assert len(outcomes) == 4, (result.err, outcomes)
+    return outcomes
+
+
+@pytest.mark.parametrize("isolate", ["case", "worker"])
+def test_device_profile_imports_test_modules_where_their_cases_run(instep, device_suite, isolate):
+    outcomes = _run(
+        instep, "--profile", "fakedev", "--preimport", "none", "-n", "2", "--isolate", isolate
+    )
+    assert {name: o["status"] for name, o in outcomes.items()} == dict.fromkeys(outcomes, "passed")
+    pids = _pids(device_suite)
+    if isolate == "case":
+        assert len(set(pids)) == 4  # a fresh process per case
+    else:
+        assert len(set(pids)) <= 2  # one process per worker imports the module once
+
+
+def test_a_device_used_after_a_fork_is_filed_under_env_with_the_fix(instep, device_suite):
+    # the shared model (what a CPU profile uses) imports the module in the forking host
+    outcomes = _run(
+        instep, "--profile", "fakedev", "--preimport", "none", "--process-model", "shared"
+    )
+    broken = {n for n, o in outcomes.items() if o["status"] == "failed"}
+    assert broken == {"test_add_fakedev", "test_mul_fakedev", "test_plain_function_uses_the_device"}
+    assert outcomes["test_add_cpu_not_fakedev"]["status"] == "passed"
+    for name in broken:
+        out = outcomes[name]
+        assert (out["layer"], out["category"]) == ("env", "env.device_used_after_fork")
+        assert "Cannot re-initialize FAKEDEV" in out["message"]
+    triage = instep("triage", "r")
+    assert triage.code == 0, triage.err
+    assert 'fork = "before_init"' in triage.out and "--process-model" in triage.out
+
+
+def test_a_host_whose_imports_initialised_the_device_spawns_its_case_processes(
+    instep, device_suite, caplog
+):
+    outcomes = _run(
+        instep, "--profile", "fakedev", "--preimport", "fakedev_autoinit", "--isolate", "worker"
+    )
+    assert {o["status"] for o in outcomes.values()} == {"passed"}
+    assert "case processes are spawned, not forked" in caplog.text
+
+
+def test_spawn_model_runs_each_case_in_a_fresh_interpreter(instep, device_suite):
+    outcomes = _run(
+        instep, "--profile", "fakedev", "--preimport", "none", "--process-model", "spawn"
+    )
+    assert {o["status"] for o in outcomes.values()} == {"passed"}
+    assert len(set(_pids(device_suite))) == 4
+
+
+def test_device_class_selects_the_classes_made_for_that_device(instep, device_suite):
+    # -k fakedev alone also matches the CPU class's test_add_cpu_not_fakedev
+    result = instep(
+        "run",
+        "test_device.py",
+        "--profile",
+        "fakedev",
+        "--collect-only",
+        "-k",
+        "fakedev",
+        "--device-class",
+        "fakedev",
+    )
+    assert result.code == 0, result.err
+    assert sorted(line.rsplit("::", 1)[-1] for line in result.out.split()) == [
+        "test_add_fakedev",
+        "test_mul_fakedev",
+    ]
