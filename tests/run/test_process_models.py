@@ -102,14 +102,46 @@ initialized = "fakedev.is_initialized"
 """
 
 
+#: installed helpers a test module imports: one device-free (a worker host may import it
+#: once), one that reads a capability at import (only case processes may import it)
+HELPERS = """
+import os
+with open(os.environ["IMPORT_LOG"], "a") as fh:
+    fh.write(f"{__name__} {os.getpid()}\\n")
+"""
+CAPS = HELPERS + "import fakedev\nfakedev.init()\n"
+
+WARM_TESTS = """
+import devhelpers
+import devcaps
+import fakedev
+
+
+def test_one():
+    assert fakedev.launch()
+
+
+def test_two():
+    assert fakedev.launch()
+
+
+def test_three():
+    assert fakedev.launch()
+"""
+
+
 @pytest.fixture
 def device_suite(tmp_path, monkeypatch):
-    write(tmp_path, "fakedev.py", FAKEDEV)
-    write(tmp_path, "fakedev_autoinit.py", FAKEDEV_AUTOINIT)
+    site = tmp_path.parent / f"{tmp_path.name}-site"  # outside the test tree, like a package
+    write(site, "fakedev.py", FAKEDEV)
+    write(site, "fakedev_autoinit.py", FAKEDEV_AUTOINIT)
+    write(site, "devhelpers.py", HELPERS)
+    write(site, "devcaps.py", CAPS)
     write(tmp_path, "test_device.py", DEVICE_TESTS)
     write(tmp_path, "instep.toml", PROFILE)
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # the hosts may preimport fakedev
-    monkeypatch.syspath_prepend(str(tmp_path))  # and the runner checks that they can
+    monkeypatch.setenv("PYTHONPATH", str(site))  # the hosts may preimport fakedev
+    monkeypatch.setenv("IMPORT_LOG", str(tmp_path / "imports.txt"))
+    monkeypatch.syspath_prepend(str(site))  # and the runner checks that they can
     return tmp_path
 
 
@@ -190,3 +222,32 @@ def test_device_class_selects_the_classes_made_for_that_device(instep, device_su
         "test_add_fakedev",
         "test_mul_fakedev",
     ]
+
+
+def test_hosts_import_once_what_the_tests_import_without_touching_the_device(instep, device_suite):
+    write(device_suite, "test_warm.py", WARM_TESTS)
+    result = instep(
+        "run",
+        "test_warm.py",
+        "--profile",
+        "fakedev",
+        "--preimport",
+        "none",
+        "-n",
+        "2",
+        "--isolate",
+        "case",
+        "--run",
+        "w",
+    )
+    assert result.code == 0, result.err
+    imports: dict[str, list[str]] = {}
+    for line in (device_suite / "imports.txt").read_text().split("\n"):
+        if line:
+            name, pid = line.split()
+            imports.setdefault(name, []).append(pid)
+    # the collector and the two hosts import the device-free helper; no case process does
+    assert len(imports["devhelpers"]) == 3, imports
+    # the one that touches the device: the collector, then every case process
+    assert len(imports["devcaps"]) == 1 + 3, imports
+    assert not set(imports["devcaps"][1:]) & set(imports["devhelpers"])

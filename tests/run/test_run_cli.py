@@ -159,3 +159,23 @@ def test_projects_addopts_with_terminal_options_still_run(instep, tmp_path):
     assert result.code == 0, result.err
     [out] = show(instep, "ini")["outcomes"]
     assert out["stdout_tail"] == "only this\n"  # no pytest progress in the case's output
+
+
+def test_the_callers_inductor_cache_is_honoured_and_recorded(instep, tmp_path, monkeypatch):
+    mine = tmp_path / "my-ci-cache"
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(mine))
+    write(
+        tmp_path,
+        "test_cache.py",
+        "import os\n\ndef test_sees_the_cache():\n"
+        f"    assert os.environ['TORCHINDUCTOR_CACHE_DIR'] == {str(mine)!r}\n",
+    )
+    result = instep("run", "test_cache.py", "--preimport", "none", "--run", "c")
+    assert result.code == 0, result.err
+    matrix = show(instep, "c")["run"]["version_matrix"]
+    assert matrix["inductor_cache_dir"] == str(mine)
+    assert matrix["inductor_cache_empty_at_start"] is True
+    mine.mkdir()
+    (mine / "fxgraph").mkdir()
+    assert instep("run", "test_cache.py", "--preimport", "none", "--run", "c2").code == 0
+    assert show(instep, "c2")["run"]["version_matrix"]["inductor_cache_empty_at_start"] is False

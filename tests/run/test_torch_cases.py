@@ -11,6 +11,8 @@ import importlib.util
 import pytest
 from tests.run.cases import by_case, show, write
 
+from instep.suites.metrics import compile_seconds
+
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch not installed"),
@@ -27,6 +29,11 @@ def test_inductor_compiles():
     compiled = torch.compile(f, backend="inductor")
     x = torch.randn(8)
     torch.testing.assert_close(compiled(x), f(x))
+
+def test_compile_then_reset_as_upstream_check_model_does():
+    compiled = torch.compile(lambda x: x.cos() - 3, backend="inductor")
+    torch.testing.assert_close(compiled(torch.ones(5)), torch.ones(5).cos() - 3)
+    torch._dynamo.reset()  # clears Dynamo's compilation_time_metrics
 
 def test_graph_break_is_counted():
     def g(x):
@@ -60,6 +67,15 @@ def test_torch_cases_in_case_isolation(instep, tmp_path):
     assert compiled["status"] == "passed", compiled["longrepr"]
     assert compiled["metrics"]["generated_kernels"] >= 1
     assert compiled["stage_timings"]  # Dynamo's compilation_time_metrics, per case
+
+    reset = out["test_compile_then_reset_as_upstream_check_model_does"]
+    assert reset["status"] == "passed", reset["longrepr"]
+    stages = reset["evidence"]["compile_stages"]  # instep's own records survive the reset
+    assert stages.get("dynamo", 0) > 0 and stages.get("aot", 0) > 0
+    assert not reset["stage_timings"], reset["stage_timings"]  # what the reset took away
+    assert compile_seconds(reset)[0] == pytest.approx(
+        sum(v for k, v in stages.items() if k != "first_run")
+    )
 
     broken = out["test_graph_break_is_counted"]
     assert broken["status"] == "passed"

@@ -70,13 +70,23 @@ def show_command(
         + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())),
         highlight=False,
     )
-    table = Table("case", "status", "duration", "layer", "category", "stage", "message")
+    from instep.run.progress import case_width, node_tail
+
+    width = case_width(console.width, share=0.35)
+    table = Table()
+    table.add_column(
+        "case",
+        no_wrap=True,
+        min_width=min(width, max(len(o["case"]) for o in outcomes)) if outcomes else 4,
+    )
+    for column in ("status", "duration", "layer", "category", "stage", "message"):
+        table.add_column(column)
     for o in outcomes:
         message = (o["message"] or o["skip_reason"] or "").strip().splitlines()
         status = o["status"] + (f" #{o['attempt']}" if all_attempts else "")
         status += " (flaky)" if o["flaky"] else ""
         table.add_row(
-            o["case"],
+            node_tail(o["case"], width),
             status,
             f"{o['duration']:.2f}s" if o["duration"] is not None else "-",
             o["layer"] or "-",

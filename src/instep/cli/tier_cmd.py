@@ -160,6 +160,20 @@ def tier_check(
     console = _console()
     for case, entry in result.fixed:
         console.print(f"FIXED - remove it: {case} ({entry.source})", markup=False, highlight=False)
+    for item in result.stale_marks:
+        console.print(
+            f"UNEXPECTED SUCCESS - remove its expected-failure mark: {item['case']}"
+            f" ({item['mark']})",
+            markup=False,
+            highlight=False,
+        )
+    for item in result.changed:
+        console.print(
+            f"FAILS DIFFERENTLY: {item['case']} listed as {item['listed']}, now {item['now']}:"
+            f" {item['message']}",
+            markup=False,
+            highlight=False,
+        )
     for item in result.unexpected:
         message = item["message"][0] if item["message"] else ""
         console.print(
@@ -167,8 +181,9 @@ def tier_check(
         )
     console.print(
         f"run {run.name}: {len(result.expected)} expected failures, {len(result.fixed)} fixed,"
-        f" {len(result.unexpected)} unexpected, {len(result.not_run)} listed but not run"
-        f" ({len(paths)} lists)",
+        f" {len(result.stale_marks)} unexpected successes, {len(result.changed)} failing"
+        f" differently, {len(result.unexpected)} unexpected, {len(result.not_run)} listed but"
+        f" not run ({len(paths)} lists)",
         highlight=False,
     )
     return 0 if result.ok else 1

@@ -20,6 +20,8 @@ This module only decides and probes; :mod:`instep.run.worker_host` acts on it.
 
 from __future__ import annotations
 
+import importlib
+import os
 import sys
 from enum import Enum
 
@@ -75,3 +77,81 @@ def device_initialised(probe: str | None) -> bool:
         except Exception:
             return False
     return False
+
+
+class ImportWatch:
+    """Which modules a collecting process imported before the device was initialised.
+
+    Under ``fork`` each case process imports its test module; what that module imports
+    from installed packages (``torch.testing._internal``, ``torch._inductor``: seconds,
+    a minute for some upstream files) can be imported once in the worker host instead,
+    as long as importing it does not initialise the device. The collector watches its own
+    imports (an audit hook on ``import``): at each fresh import it checks the probe, and
+    keeps how many modules had started and which were still executing (their module-level
+    frames on the stack). Once the probe turns true, the modules that had finished before
+    the last check that saw it false are the safe ones; the ones executing then, and all
+    later ones, are not. Nothing is imported or executed for the watch itself.
+    """
+
+    def __init__(self, probe: str | None) -> None:
+        self.probe = probe
+        self._count = 0
+        self._executing: frozenset[str] = frozenset()
+        self._tripped = False
+
+    def install(self) -> None:
+        if self.probe:
+            sys.addaudithook(self._hook)
+
+    def _hook(self, event: str, _args: tuple) -> None:  # type: ignore[type-arg]
+        if event != "import" or self._tripped:
+            return
+        if device_initialised(self.probe):
+            self._tripped = True
+            return
+        self._count = len(sys.modules)
+        self._executing = _executing_modules()
+
+    def safe_modules(self, exclude_under: list[str]) -> list[str]:
+        """Installed modules imported before the device was initialised, in import order;
+        none whose file lies under ``exclude_under`` (the test tree)."""
+        if not self.probe:
+            return []
+        names = list(sys.modules)
+        if self._tripped or device_initialised(self.probe):
+            names = [n for n in names[: self._count] if n not in self._executing]
+        roots = [os.path.realpath(p) + os.sep for p in exclude_under]
+        safe = []
+        for name in names:
+            module = sys.modules.get(name)
+            path = getattr(module, "__file__", None)
+            if name == "__main__" or module is None:
+                continue
+            if path and any(os.path.realpath(path).startswith(r) for r in roots):
+                continue
+            safe.append(name)
+        return safe
+
+
+def _executing_modules() -> frozenset[str]:
+    """Modules whose body is running now: their module-level frames on this stack."""
+    names = set()
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "<module>":
+            names.add(frame.f_globals.get("__name__", ""))
+        frame = frame.f_back
+    return frozenset(names)
+
+
+def warm_imports(modules: list[str]) -> list[str]:
+    """Import ``modules`` in order (a worker host, before it forks); the ones that failed."""
+    failed = []
+    for name in modules:
+        if name in sys.modules:
+            continue
+        try:
+            importlib.import_module(name)
+        except (Exception, SystemExit):  # a module may even call sys.exit at import
+            failed.append(name)
+    return failed

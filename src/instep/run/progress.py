@@ -96,15 +96,32 @@ class ProgressReporter(RunReporter):
     def run_finished(self, result: RunResult) -> None:
         self.progress.stop()
         if self.failures:
-            table = Table("case", "status", "message", title="failures", title_justify="left")
+            table = Table(title="failures", title_justify="left")
+            width = case_width(self.console.width, share=0.5)
+            table.add_column("case", no_wrap=True, min_width=width)
+            table.add_column("status")
+            table.add_column("message")
             for nodeid, status, message in self.failures[: self.max_failures_listed]:
                 first = message.splitlines()[0][:160] if message else ""
-                table.add_row(nodeid, f"[{_STYLE[status]}]{status}[/]", first)
+                table.add_row(node_tail(nodeid, width), f"[{_STYLE[status]}]{status}[/]", first)
             self.console.print(table)
             if len(self.failures) > self.max_failures_listed:
                 more = len(self.failures) - self.max_failures_listed
                 self.console.print(f"… and {more} more (instep show {result.run.name})")
         print_summary(self.console, result)
+
+
+def case_width(console_width: int, share: float) -> int:
+    """Columns for a node id in a table: ``share`` of the terminal, 24 at least."""
+    return max(24, int(console_width * share) - 4)
+
+
+def node_tail(nodeid: str, width: int) -> str:
+    """A node id cut from the left to ``width``: the class and test name are what tell
+    cases apart (``test_torchinductor_opinfo.py::T…`` says nothing)."""
+    if len(nodeid) <= width:
+        return nodeid
+    return "…" + nodeid[len(nodeid) - width + 1 :]
 
 
 def print_summary(console: Console, result: RunResult) -> None:

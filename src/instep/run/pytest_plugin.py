@@ -12,6 +12,7 @@ anything: the worker host does that.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Callable
@@ -23,6 +24,11 @@ from instep.run.exception_chain import MAX_MESSAGE, exception_chain
 
 MAX_WARNINGS = 50
 MAX_LONGREPR = 20_000
+#: How pytest fails a passing ``unittest.expectedFailure`` test, and how PyTorch's own
+#: device-type ``expectedFailure`` decorator fails one: both are unexpected successes.
+UNEXPECTED_SUCCESS = ("Unexpected success", "expected test to fail, but it passed")
+#: the original error of a ``unittest.expectedFailure`` test that failed as expected
+_XFAIL_CAUSE = pytest.StashKey[BaseException]()
 
 
 def compile_counters() -> dict[str, float]:
@@ -96,6 +102,7 @@ class OutcomeRecorder:
         self._chains: dict[str, list[dict[str, Any]]] = {}
         self._warnings: list[dict[str, Any]] = []
         self._counters_before: dict[str, float] = {}
+        self._unexpected_success: str | None = None
         self._started = time.time()
 
     def begin(self, nodeid: str) -> None:
@@ -121,13 +128,27 @@ class OutcomeRecorder:
     def pytest_runtest_teardown(self, item: pytest.Item) -> None:
         self._phase(item, "teardown")
 
+    def pytest_configure(self, config: pytest.Config) -> None:
+        _keep_unittest_xfail_causes()
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):  # type: ignore[no-untyped-def]
         report = yield
         excinfo = call.excinfo
-        if excinfo is not None and item.nodeid == self._nodeid and report.failed:
+        if excinfo is None or item.nodeid != self._nodeid:
+            return report
+        error: BaseException | None = None
+        if report.failed:
+            error = excinfo.value
+            if _is_unexpected_success(error):
+                self._unexpected_success = str(error).strip().splitlines()[0]
+        elif report.skipped and getattr(report, "wasxfail", None) is not None:
+            # an expected failure: keep what it failed with, so that a list can tell
+            # when it fails for another reason (unittest's is stashed: pytest drops it)
+            error = item.stash.get(_XFAIL_CAUSE, None) or excinfo.value
+        if error is not None:
             try:
-                self._chains[call.when] = exception_chain(excinfo.value)
+                self._chains[call.when] = exception_chain(error)
             except Exception as exc:  # never lose the outcome over the chain
                 self._chains[call.when] = [
                     {"type": type(exc).__name__, "message": f"chain unreadable: {exc}"}
@@ -199,7 +220,47 @@ class OutcomeRecorder:
                 data["skip_reason"] = reason.removeprefix("Skipped: ")
         if call is not None and getattr(call, "wasxfail", None) and call.passed:
             data["skip_reason"] = call.wasxfail or "xfail"
+        if self._unexpected_success is not None and status == "failed" and phase == "call":
+            # not a failure: a stale expected-failure mark ("fixed - remove it")
+            data.update(
+                status="xpassed",
+                stage=None,
+                skip_reason=self._unexpected_success,
+                exception_chain=[],
+                exception_type=None,
+                message=None,
+                longrepr=None,
+            )
+            data.setdefault("evidence", {})["unexpected_success"] = True
         return data
+
+
+def _is_unexpected_success(error: BaseException) -> bool:
+    """PyTorch's ``TestCase`` appends a "To execute this test, run…" hint: the first line
+    is the message."""
+    lines = str(error).strip().splitlines()
+    first = lines[0] if lines else ""
+    return any(first == mark or first.startswith(mark + ":") for mark in UNEXPECTED_SUCCESS)
+
+
+def _keep_unittest_xfail_causes() -> None:
+    """Stash the original error of a ``unittest.expectedFailure`` test on its item.
+
+    pytest's ``TestCaseFunction.addExpectedFailure`` turns it into an ``XFailed`` and drops
+    the error; the wrapper keeps it (once per process, idempotent)."""
+    from _pytest.unittest import TestCaseFunction
+
+    original = TestCaseFunction.addExpectedFailure
+    if getattr(original, "_instep", False):
+        return
+
+    def add_expected_failure(self, testcase, rawexcinfo, reason=""):  # type: ignore[no-untyped-def]
+        with contextlib.suppress(Exception):
+            self.stash[_XFAIL_CAUSE] = rawexcinfo[1]
+        return original(self, testcase, rawexcinfo, reason)
+
+    add_expected_failure._instep = True  # type: ignore[attr-defined]
+    TestCaseFunction.addExpectedFailure = add_expected_failure  # type: ignore[method-assign]
 
 
 def _status(setup, call, teardown) -> tuple[str, str | None]:  # type: ignore[no-untyped-def]

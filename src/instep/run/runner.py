@@ -15,6 +15,7 @@ reporter's job.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import Counter
@@ -132,10 +133,27 @@ def check_preimport(modules: list[str], profile: Profile) -> None:
             raise MissingDependency(module, f"instep run (profile '{profile.name}')", hint)
 
 
+#: Where Inductor and Triton keep compiled artifacts; a caller's value is never replaced.
+CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+
+
+def inductor_cache(env: dict[str, str]) -> Path:
+    """The Inductor cache directory the cases will use, as torch chooses it."""
+    if env.get("TORCHINDUCTOR_CACHE_DIR"):
+        return Path(env["TORCHINDUCTOR_CACHE_DIR"])
+    import getpass
+    import tempfile
+
+    user = getpass.getuser().replace("\\", "_")  # torch._inductor.runtime.cache_dir_utils
+    return Path(tempfile.gettempdir()) / f"torchinductor_{user}"
+
+
 def _host_config(profile: Profile, settings: dict[str, Any], opts: RunOptions) -> HostConfig:
     env = dict(profile.env)
-    if opts.inductor_cache_dir is not None:
-        env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(opts.inductor_cache_dir))
+    caller = {k: os.environ[k] for k in CACHE_VARIABLES if os.environ.get(k)}
+    env.update(caller)  # the user's cache (a CI cache, a clean-cache experiment) wins
+    if opts.inductor_cache_dir is not None and "TORCHINDUCTOR_CACHE_DIR" not in env:
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(opts.inductor_cache_dir)
     return HostConfig(
         paths=settings["paths"],
         k=settings.get("k"),
@@ -323,7 +341,7 @@ def _execute(
 ) -> RunResult:
     reporter.run_started(run, resumed=resume is not None)
     matrix_thread = _start_version_matrix(
-        store, run, profile, getattr(pool, "version_matrix", None)
+        store, run, profile, getattr(pool, "version_matrix", None), _cache_state(pool.config.env)
     )
     files = {n: f for n, f, _ in plan}
     status = "finished"
@@ -405,8 +423,24 @@ def _execute(
     return result
 
 
+def _cache_state(env: dict[str, str]) -> dict[str, Any]:
+    """Which Inductor cache the run uses and whether it was empty when the run started:
+    a figure from a warm cache and one from a cold cache are not the same figure."""
+    merged = {**os.environ, **env}
+    cache = inductor_cache(merged)
+    try:
+        empty = not any(cache.iterdir())
+    except OSError:
+        empty = True  # not there yet: torch creates it
+    return {"inductor_cache_dir": str(cache), "inductor_cache_empty_at_start": empty}
+
+
 def _start_version_matrix(
-    store: Store, run: Run, profile: Profile, reader: Callable[[Profile], dict] | None = None
+    store: Store,
+    run: Run,
+    profile: Profile,
+    reader: Callable[[Profile], dict] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> threading.Thread | None:
     """Read the version matrix in a thread: here, or through ``reader`` (a Ray node's)."""
     if run.version_matrix:
@@ -415,6 +449,7 @@ def _start_version_matrix(
     def probe() -> None:
         try:
             matrix = reader(profile) if reader else read_version_matrix(profile).flat()
+            matrix.update(extra or {})
             store.update_run(run.id, version_matrix=matrix)
         except Exception:  # the matrix is evidence, not a reason to lose the run
             log.exception("reading the version matrix failed")
@@ -530,11 +565,19 @@ def _note_stack_layer(data: dict[str, Any], profile: Profile) -> None:
 
 
 def _classify(data: dict[str, Any], nodeid: str, classifier: Classifier) -> None:
-    """File a non-passing outcome under its layer/category/signature before it is stored."""
-    if data.get("status") not in FAILING:
+    """File a non-passing outcome under its layer/category/signature before it is stored.
+
+    An expected failure (``xfailed``) is filed too, as the failure it is, so that an
+    expected-failure list can tell when it starts failing for another reason."""
+    status = data.get("status")
+    if status not in FAILING and not (status == "xfailed" and data.get("exception_chain")):
         return
     try:
-        found = classifier.classify({**data, "case": nodeid})
+        found = classifier.classify(
+            {**data, "case": nodeid, "status": "failed"}
+            if status == "xfailed"
+            else {**data, "case": nodeid}
+        )
     except Exception:  # triage is evidence, never a reason to lose the outcome
         log.exception("classifying %s failed", nodeid)
         return

@@ -48,7 +48,12 @@ from instep.run.case_process import (
     read_phase,
 )
 from instep.run.host_protocol import ENV_FDS, signal_name
-from instep.run.process_model import ProcessModel, device_initialised
+from instep.run.process_model import (
+    ImportWatch,
+    ProcessModel,
+    device_initialised,
+    warm_imports,
+)
 
 DUMP_GRACE_S = 0.5
 #: Imported in the host after collection when the suite itself imported Dynamo: the first
@@ -74,6 +79,7 @@ class HostSession:
         self.collected_sent = False
         self.items: dict[str, Any] | None = None  # collected here (``shared`` only)
         self.child: _Child | None = None
+        self.watch: ImportWatch | None = None  # the collecting host of ``fork``/``spawn``
 
     # -- collection (``shared``, and the collecting host of ``fork``/``spawn``) ----------
 
@@ -101,12 +107,15 @@ class HostSession:
             }
             for item in session.items
         ]
+        rootdir = str(session.config.rootpath)
+        warm = self.watch.safe_modules([rootdir, *self.settings["paths"]]) if self.watch else []
         self.runner_out.send(
             {
                 "type": "collected",
                 "cases": cases,
                 "errors": self.collect_errors,
-                "rootdir": str(session.config.rootpath),
+                "rootdir": rootdir,
+                "warm": warm,
             }
         )
         self.collected_sent = True
@@ -136,6 +145,9 @@ class HostSession:
                 break
             if msg["type"] == "stop":
                 break
+            if msg["type"] == "warm":
+                self.warm(msg["modules"])
+                continue
             if msg["type"] == "run":
                 if msg.get("rootdir"):  # where the collecting host found the node ids' root
                     self.settings["rootdir"] = msg["rootdir"]
@@ -213,6 +225,26 @@ class HostSession:
                     break
         self.runner_out.send({"type": "done"})
         return True
+
+    def warm(self, modules: list[str]) -> None:
+        """Import what the test modules import and the collector found device-free."""
+        if self.model is not ProcessModel.FORK or not modules:
+            return
+        started = time.monotonic()
+        failed = warm_imports(modules)
+        gc.freeze()
+        took = time.monotonic() - started
+        note = f"imported {len(modules) - len(failed)} modules the tests use in {took:.1f} s"
+        if device_initialised(self.settings.get("device_probe")):
+            self.model = ProcessModel.SPAWN
+            note = (
+                f"{note}, and that initialised the device"
+                f" ({self.settings.get('device_probe')}() is true): case processes are"
+                " spawned, not forked"
+            )
+            self.runner_out.send({"type": "note", "message": note, "warning": True})
+        else:
+            self.runner_out.send({"type": "note", "message": note})
 
     def _new_child(self, file: str) -> _Child:
         if self.model is ProcessModel.SPAWN:
@@ -550,8 +582,12 @@ def main() -> int:
     runner_out.send(ready)
     if not collects:
         gc.freeze()  # forked case processes do not copy pages just to run the collector
+        host.warm(settings.get("warm") or [])  # a replacement host: known already
         host.serve()
         return 0
+    if host.model is not ProcessModel.SHARED:
+        host.watch = ImportWatch(settings.get("device_probe"))
+        host.watch.install()
     args = [*settings["paths"], *pytest_base_args(settings)]
     if settings.get("k"):
         args += ["-k", settings["k"]]

@@ -74,6 +74,9 @@ class HostConfig:
     #: pytest's rootdir, as the collecting host found it: case processes that collect
     #: for themselves resolve node ids against it
     rootdir: str | None = None
+    #: modules the collecting host imported before the device was initialised, which
+    #: ``fork`` hosts import once before forking (:class:`~instep.run.process_model.ImportWatch`)
+    warm: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -135,6 +138,7 @@ class WorkerHost:
                 "model": config.model,
                 "device_probe": config.device_probe,
                 "rootdir": config.rootdir,
+                "warm": config.warm,
             }
         )
         self.state = "starting"  # -> ready -> idle <-> busy; dead
@@ -157,6 +161,10 @@ class WorkerHost:
                 "rootdir": rootdir,
             }
         )
+
+    def send(self, msg: dict[str, Any]) -> None:
+        with contextlib.suppress(OSError):
+            self.to_host.send(msg)
 
     def silent_too_long(self, default_timeout: float) -> bool:
         if self.state != "busy":
@@ -318,9 +326,18 @@ class WorkerPool:
             host.state = "ready" if host.collect_only or self.hosts_collect else "idle"
             if msg.get("warning"):
                 log.warning("worker %d: %s", host.index, msg["warning"])
+        elif kind == "note":
+            (log.warning if msg.get("warning") else log.info)(
+                "worker %d: %s", host.index, msg["message"]
+            )
         elif kind == "collected":
             self.collected_once = True
             self.config.rootdir = msg.get("rootdir")
+            if msg.get("warm") and not self.hosts_collect:
+                self.config.warm = list(msg["warm"])
+                for other in self.hosts:
+                    if other is not None and other.state != "dead":
+                        other.send({"type": "warm", "modules": self.config.warm})
             if host.collect_only:
                 host.state = "dead"
                 host.stop()

@@ -239,6 +239,11 @@ class Reconciliation:
     fixed: list[tuple[str, ExpectedFailure]] = field(default_factory=list)
     unexpected: list[dict[str, Any]] = field(default_factory=list)
     not_run: list[ExpectedFailure] = field(default_factory=list)
+    #: listed cases that still fail, but under another category than the list says
+    changed: list[dict[str, Any]] = field(default_factory=list)
+    #: cases whose own expected-failure mark (``unittest.expectedFailure``, ``xfail``,
+    #: PyTorch's ``expectedFailure``) no longer holds: they passed
+    stale_marks: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -253,7 +258,14 @@ class Reconciliation:
             ],
             "unexpected": self.unexpected,
             "not_run": [e.as_dict() for e in self.not_run],
+            "changed": self.changed,
+            "stale_marks": self.stale_marks,
         }
+
+
+def _first_line(text: str | None) -> str:
+    lines = (text or "").strip().splitlines()
+    return lines[0] if lines else ""
 
 
 def _first_match(nodeid: str, entries: list[ExpectedFailure]) -> ExpectedFailure | None:
@@ -272,8 +284,25 @@ def reconcile(outcomes: list[dict[str, Any]], entries: list[ExpectedFailure]) ->
             used.add(id(entry))
             if o["status"] in FAILING or o["status"] == "xfailed":
                 result.expected.append((o["case"], entry))
+                if entry.category and o.get("category") and o["category"] != entry.category:
+                    result.changed.append(
+                        {
+                            "case": o["case"],
+                            "listed": entry.category,
+                            "now": o["category"],
+                            "message": _first_line(o.get("message")),
+                        }
+                    )
             elif o["status"] in PASSING:
                 result.fixed.append((o["case"], entry))
+        elif o["status"] == "xpassed":
+            result.stale_marks.append(
+                {
+                    "case": o["case"],
+                    "mark": o.get("skip_reason") or "xfail",
+                    "note": "passed despite its expected-failure mark - remove the mark",
+                }
+            )
         elif o["status"] in FAILING:
             result.unexpected.append(
                 {
