@@ -34,6 +34,7 @@ from typing import Any
 import pytest
 
 from instep.run.host_protocol import FAILING, last_error_line
+from instep.run.process_model import ImportWatch
 from instep.run.pytest_plugin import OutcomeRecorder
 
 #: The pytest phase a case process is in, written to a shared page (no message per phase).
@@ -42,6 +43,8 @@ STAGES_FILE = "stages.json"
 PHASE_FILE = "phase"
 #: ``"REQUESTS,EVENTS"``: the pipe fds of a spawned case process.
 ENV_CASE_FDS = "INSTEP_CASE_FDS"
+#: A host's first request to its first case process: collect the whole run, then serve.
+COLLECT_RUN = "collect-run"
 
 
 def pytest_base_args(settings: dict[str, Any]) -> list[str]:
@@ -105,26 +108,47 @@ def case_main(
         first = requests.recv()
     except (EOFError, OSError):
         return
-    rootdir = ctx.settings.get("rootdir") or os.getcwd()
-    if ctx.isolate_case:
-        targets = [os.path.join(rootdir, nodeid) for nodeid, _ in first]
+    args = pytest_base_args(ctx.settings)
+    if first == COLLECT_RUN:  # a host's first case process: the whole run, like xdist
+        watch = ImportWatch(ctx.settings.get("device_probe"))
+        watch.install()
+        plugin = _CollectThenServe(ctx, requests, events, None, watch)
+        args = [*ctx.settings["paths"], *args]
+        if ctx.settings.get("k"):
+            args += ["-k", ctx.settings["k"]]
     else:
-        targets = sorted({os.path.join(rootdir, nodeid.split("::", 1)[0]) for nodeid, _ in first})
-    plugin = _CollectThenServe(ctx, requests, events, first)
-    pytest.main([*targets, *pytest_base_args(ctx.settings)], plugins=[plugin, ctx.recorder])
+        rootdir = ctx.settings.get("rootdir") or os.getcwd()
+        if ctx.isolate_case:
+            targets = [os.path.join(rootdir, nodeid) for nodeid, _ in first]
+        else:
+            files = {nodeid.split("::", 1)[0] for nodeid, _ in first}
+            targets = sorted(os.path.join(rootdir, f) for f in files)
+        plugin = _CollectThenServe(ctx, requests, events, first)
+        args = [*targets, *args]
+    pytest.main(args, plugins=[plugin, ctx.recorder])
 
 
 class _CollectThenServe:
-    """pytest plugin of a case process that collects for itself (``fork``, ``spawn``)."""
+    """pytest plugin of a case process that collects for itself (``fork``, ``spawn``).
+
+    With a ``watch`` it collected the whole run for its host: it reports the cases (the
+    host passes them on to the runner, which plans the run from the first report) and the
+    modules its host may import without touching the device."""
 
     def __init__(
-        self, ctx: ServeContext, requests: Connection, events: Connection, first: list
+        self,
+        ctx: ServeContext,
+        requests: Connection,
+        events: Connection,
+        first: list | None,
+        watch: ImportWatch | None = None,
     ) -> None:
         self.ctx = ctx
         self.requests = requests
         self.events = events
         self.first = first
-        self.collect_errors: list[str] = []
+        self.watch = watch
+        self.collect_errors: list[dict[str, str]] = []
 
     @pytest.hookimpl(trylast=True)
     def pytest_configure(self, config) -> None:  # type: ignore[no-untyped-def]
@@ -132,13 +156,65 @@ class _CollectThenServe:
 
     def pytest_collectreport(self, report) -> None:  # type: ignore[no-untyped-def]
         if report.failed:
-            self.collect_errors.append(str(report.longrepr)[-20_000:])
+            self.collect_errors.append(collect_error(report))
 
     def pytest_runtestloop(self, session) -> bool:  # type: ignore[no-untyped-def]
         items = {item.nodeid: item for item in session.items}
-        missing = "\n".join(self.collect_errors) or None
+        if self.watch is not None:
+            rootdir = str(session.config.rootpath)
+            self.events.send(
+                {
+                    "type": "collected",
+                    "cases": collected_cases(session.items),
+                    "errors": self.collect_errors,
+                    "rootdir": rootdir,
+                    "warm": self.watch.safe_modules([rootdir, *self.ctx.settings["paths"]]),
+                }
+            )
+        missing = "\n".join(e["longrepr"] for e in self.collect_errors) or None
         _serve(self.ctx, items, self.requests, self.events, self.first, missing)
         return True
+
+
+def collect_error(report) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    nodeid = report.nodeid or str(report.fspath)
+    return {"nodeid": nodeid, "longrepr": str(report.longrepr)[-20_000:]}
+
+
+def collected_cases(items: list) -> list[dict[str, Any]]:  # type: ignore[type-arg]
+    """What the runner plans from: node id, file, time limit marker, device class."""
+    return [
+        {
+            "nodeid": item.nodeid,
+            "file": item.nodeid.split("::", 1)[0],
+            "timeout": _timeout_marker(item),
+            "device": _device_class(item),
+        }
+        for item in items
+    ]
+
+
+def _timeout_marker(item) -> float | None:  # type: ignore[no-untyped-def]
+    marker = item.get_closest_marker("timeout")
+    if marker is None:
+        return None
+    value = marker.args[0] if marker.args else marker.kwargs.get("timeout")
+    try:
+        return float(value) if value is not None and float(value) > 0 else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _device_class(item) -> str | None:  # type: ignore[no-untyped-def]
+    """The device a test class was made for: ``device_type`` of the classes that
+    ``instantiate_device_type_tests`` makes (``TestFooCUDA``), else a class's ``device``
+    string (``test_torchinductor.py``'s ``CpuTests`` and ``GPUTests``)."""
+    cls = getattr(item, "cls", None)
+    for name in ("device_type", "device"):
+        value = getattr(cls, name, None) if cls is not None else None
+        if isinstance(value, str) and value:
+            return value.split(":", 1)[0]
+    return None
 
 
 def configure_session(config) -> None:  # type: ignore[no-untyped-def]

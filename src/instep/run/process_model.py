@@ -6,11 +6,13 @@ overrides it); docs/run.md, "Process models", measures what each costs per case:
 - ``shared`` (``fork = "any"``, CPU): each worker host imports torch, collects the test
   files (importing their modules) and forks every case process from that state. Fastest:
   a case costs a fork.
-- ``fork`` (``fork = "before_init"``, CUDA, NPU): collection runs in a throwaway process;
-  worker hosts import torch and the backend but no test module, and check, through the
-  profile's ``initialized`` probe, that no device was initialised before they fork. Each
-  case process imports the test module it runs (``--isolate worker``: once, then runs
-  many cases of that file).
+- ``fork`` (``fork = "before_init"``, CUDA, NPU): worker hosts import torch and the
+  backend but no test module, and check, through the profile's ``initialized`` probe,
+  that no device was initialised before they fork. Each host's first case process
+  collects the whole run (as an xdist worker does; the first to finish plans the run)
+  and serves cases of any file; later ones import the test file they run
+  (``--isolate worker``: once, then many cases of it). Meanwhile the host imports what
+  the collection found it could import without touching the device (:class:`ImportWatch`).
 - ``spawn`` (``fork = "never"``): like ``fork``, but case processes are fresh
   interpreters that import torch and the backend themselves. A ``fork`` host whose own
   imports initialised the device turns to ``spawn`` and says so.
@@ -38,7 +40,7 @@ class ProcessModel(str, Enum):
 
     @property
     def hosts_collect(self) -> bool:
-        """Whether worker hosts import the test modules (else a throwaway process does)."""
+        """Whether worker hosts import the test modules (else their case processes do)."""
         return self is ProcessModel.SHARED
 
 
@@ -85,12 +87,13 @@ class ImportWatch:
     Under ``fork`` each case process imports its test module; what that module imports
     from installed packages (``torch.testing._internal``, ``torch._inductor``: seconds,
     a minute for some upstream files) can be imported once in the worker host instead,
-    as long as importing it does not initialise the device. The collector watches its own
-    imports (an audit hook on ``import``): at each fresh import it checks the probe, and
-    keeps how many modules had started and which were still executing (their module-level
-    frames on the stack). Once the probe turns true, the modules that had finished before
-    the last check that saw it false are the safe ones; the ones executing then, and all
-    later ones, are not. Nothing is imported or executed for the watch itself.
+    as long as importing it does not initialise the device. A case process that collects
+    the whole run watches its own imports (an audit hook on ``import``): at each fresh
+    import it checks the probe, and keeps how many modules had started and which were
+    still executing (their module-level frames on the stack). Once the probe turns true,
+    the modules that had finished before the last check that saw it false are the safe
+    ones; the ones executing then, and all later ones, are not. Nothing is imported or
+    executed for the watch itself.
     """
 
     def __init__(self, probe: str | None) -> None:

@@ -9,10 +9,11 @@ and watches it.
 What the host imports depends on the process model (:mod:`instep.run.process_model`):
 under ``shared`` it starts a pytest session over the run's paths, collects once and
 reports the node ids, and its case processes inherit the collected items; under ``fork``
-and ``spawn`` it never imports a test module (a throwaway host with ``collect_only``
-collects for the run), checks that its own imports initialised no device, and each case
-process collects the file it runs. With ``--isolate worker`` one case process serves
-chunk after chunk of one file until a case fails.
+and ``spawn`` it never imports a test module: its first case process collects the whole
+run and reports it (then serves cases of any file), later ones collect the file they
+run, and the host imports, in a thread joined before the next fork, what that collection
+found it could import without touching the device. With ``--isolate worker`` one case
+process serves chunk after chunk until a case fails.
 
 A death by a signal, an ``os._exit``, a time-out (faulthandler dump, then SIGKILL of the
 case process's group) or memory exhaustion (``RLIMIT_AS`` in the case process) becomes a
@@ -38,22 +39,20 @@ from typing import Any
 import pytest
 
 from instep.run.case_process import (
+    COLLECT_RUN,
     ENV_CASE_FDS,
     STAGES_FILE,
     ServeContext,
     case_main,
+    collect_error,
+    collected_cases,
     configure_session,
     open_phase_board,
     pytest_base_args,
     read_phase,
 )
 from instep.run.host_protocol import ENV_FDS, signal_name
-from instep.run.process_model import (
-    ImportWatch,
-    ProcessModel,
-    device_initialised,
-    warm_imports,
-)
+from instep.run.process_model import ProcessModel, device_initialised, warm_imports
 
 DUMP_GRACE_S = 0.5
 #: Imported in the host after collection when the suite itself imported Dynamo: the first
@@ -79,7 +78,8 @@ class HostSession:
         self.collected_sent = False
         self.items: dict[str, Any] | None = None  # collected here (``shared`` only)
         self.child: _Child | None = None
-        self.watch: ImportWatch | None = None  # the collecting host of ``fork``/``spawn``
+        self.pending_warm: list[str] = []  # imported before the next fork
+        self.warm_note: dict[str, Any] | None = None
 
     # -- collection (``shared``, and the collecting host of ``fork``/``spawn``) ----------
 
@@ -89,33 +89,16 @@ class HostSession:
 
     def pytest_collectreport(self, report) -> None:  # type: ignore[no-untyped-def]
         if report.failed:
-            self.collect_errors.append(
-                {
-                    "nodeid": report.nodeid or str(report.fspath),
-                    "longrepr": str(report.longrepr)[-20_000:],
-                }
-            )
+            self.collect_errors.append(collect_error(report))
 
     def pytest_runtestloop(self, session) -> bool:  # type: ignore[no-untyped-def]
         self.items = {item.nodeid: item for item in session.items}
-        cases = [
-            {
-                "nodeid": item.nodeid,
-                "file": item.nodeid.split("::", 1)[0],
-                "timeout": _timeout_marker(item),
-                "device": _device_class(item),
-            }
-            for item in session.items
-        ]
-        rootdir = str(session.config.rootpath)
-        warm = self.watch.safe_modules([rootdir, *self.settings["paths"]]) if self.watch else []
         self.runner_out.send(
             {
                 "type": "collected",
-                "cases": cases,
+                "cases": collected_cases(session.items),
                 "errors": self.collect_errors,
-                "rootdir": rootdir,
-                "warm": warm,
+                "rootdir": str(session.config.rootpath),
             }
         )
         self.collected_sent = True
@@ -139,28 +122,75 @@ class HostSession:
 
     def serve(self) -> None:
         while True:
+            waiting_for = [self.runner_in]
+            collecting = self.child is not None and not self.child.collected
+            if collecting:
+                waiting_for += [self.child.events, self.child.sentinel]
+            ready = wait(waiting_for)
+            if collecting and self.runner_in not in ready:
+                if not self._first_collection():
+                    break
+                continue
             try:
                 msg = self.runner_in.recv()
             except (EOFError, OSError):
                 break
             if msg["type"] == "stop":
                 break
-            if msg["type"] == "warm":
-                self.warm(msg["modules"])
-                continue
             if msg["type"] == "run":
-                if msg.get("rootdir"):  # where the collecting host found the node ids' root
+                if msg.get("rootdir"):  # where the collecting process found the node ids' root
                     self.settings["rootdir"] = msg["rootdir"]
                 if not self.run_chunk(msg["cases"]):
                     break
         if self.child is not None:
             self.child.kill()
 
+    # -- the first case process collects the whole run (``fork``, ``spawn``) -------------
+
+    def start_first_child(self) -> None:
+        """Fork (or spawn) a case process that collects every path of the run, as an
+        xdist worker does, reports the cases, and then serves any of them."""
+        self.child = self._new_child(None)
+        self.child.requests.send(COLLECT_RUN)
+
+    def _first_collection(self) -> bool:
+        """The collecting case process spoke or died; ``False`` when it died."""
+        child = self.child
+        assert child is not None
+        event = None
+        with contextlib.suppress(EOFError, OSError):
+            if child.events.poll():
+                event = child.events.recv()
+        if event is not None and event.get("type") == "collected":
+            self._on_collected(event)
+            return True
+        status = child.reap(block=True)
+        self.child = None
+        tail = self._tails()["stderr_tail"]
+        self.runner_out.send(
+            {"type": "collect_failed", "exit_code": status, "log": tail or "no output"}
+        )
+        return False
+
+    def _on_collected(self, event: dict[str, Any]) -> None:
+        """Pass the first case process's collection on, and keep what the tests import
+        without touching the device: the host imports it before its next fork.
+
+        Not in a thread while the case process runs: a module-level ``threading.local``
+        (``torch.testing``'s precision) set at import belongs to the importing thread, and
+        a process forked from the main thread would not see it."""
+        assert self.child is not None
+        self.child.collected = True
+        self.settings["rootdir"] = event.get("rootdir")
+        self.runner_out.send(event)
+        self.pending_warm = list(event.get("warm") or [])
+
     def run_chunk(self, cases: list[dict[str, Any]]) -> bool:
         """Run ``cases`` in order; ``False`` when the runner went away."""
         pending = list(cases)
         file = pending[0]["nodeid"].split("::", 1)[0] if pending else ""
-        if self.child is not None and self.items is None and self.child.file != file:
+        child_file = self.child.file if self.child is not None else None
+        if self.items is None and child_file is not None and child_file != file:
             self.child.stop()  # it imported another test file: the next one starts fresh
             self.child = None
         while pending:
@@ -191,6 +221,9 @@ class HostSession:
                         event = None
                     if event is not None:
                         kind = event["type"]
+                        if kind == "collected":
+                            self._on_collected(event)
+                            continue
                         if kind == "start":
                             child.collected = True
                             current = pending[0]
@@ -227,26 +260,34 @@ class HostSession:
         return True
 
     def warm(self, modules: list[str]) -> None:
-        """Import what the test modules import and the collector found device-free."""
+        """Import what the test modules import and their collection found device-free;
+        the note saying so waits in ``warm_note``."""
         if self.model is not ProcessModel.FORK or not modules:
             return
         started = time.monotonic()
         failed = warm_imports(modules)
-        gc.freeze()
         took = time.monotonic() - started
         note = f"imported {len(modules) - len(failed)} modules the tests use in {took:.1f} s"
-        if device_initialised(self.settings.get("device_probe")):
+        warning = device_initialised(self.settings.get("device_probe"))
+        if warning:
             self.model = ProcessModel.SPAWN
-            note = (
-                f"{note}, and that initialised the device"
-                f" ({self.settings.get('device_probe')}() is true): case processes are"
-                " spawned, not forked"
+            note += (
+                f", and that initialised the device ({self.settings.get('device_probe')}() is"
+                " true): case processes are spawned, not forked"
             )
-            self.runner_out.send({"type": "note", "message": note, "warning": True})
-        else:
-            self.runner_out.send({"type": "note", "message": note})
+        self.warm_note = {"type": "note", "message": note, "warning": warning}
 
-    def _new_child(self, file: str) -> _Child:
+    def _send_warm_note(self) -> None:
+        if self.warm_note is not None:
+            self.runner_out.send(self.warm_note)
+            self.warm_note = None
+
+    def _new_child(self, file: str | None) -> _Child:
+        if self.pending_warm:
+            self.warm(self.pending_warm)
+            self.pending_warm = []
+            gc.freeze()
+            self._send_warm_note()
         if self.model is ProcessModel.SPAWN:
             return _Child.spawn(self, file)
         return _Child.fork(self, file)
@@ -372,17 +413,6 @@ def _runner_wants_more(conn: Connection) -> bool:
     except (EOFError, OSError):
         return False
     return msg.get("type") != "stop"
-
-
-def _timeout_marker(item) -> float | None:  # type: ignore[no-untyped-def]
-    marker = item.get_closest_marker("timeout")
-    if marker is None:
-        return None
-    value = marker.args[0] if marker.args else marker.kwargs.get("timeout")
-    try:
-        return float(value) if value is not None and float(value) > 0 else None
-    except (TypeError, ValueError):
-        return None
 
 
 class _Child:
@@ -581,13 +611,13 @@ def main() -> int:
     ready["import_s"] = round(time.monotonic() - started, 3)
     runner_out.send(ready)
     if not collects:
-        gc.freeze()  # forked case processes do not copy pages just to run the collector
         host.warm(settings.get("warm") or [])  # a replacement host: known already
+        host._send_warm_note()
+        gc.freeze()  # forked case processes do not copy these pages
+        if settings.get("collect_first"):
+            host.start_first_child()
         host.serve()
         return 0
-    if host.model is not ProcessModel.SHARED:
-        host.watch = ImportWatch(settings.get("device_probe"))
-        host.watch.install()
     args = [*settings["paths"], *pytest_base_args(settings)]
     if settings.get("k"):
         args += ["-k", settings["k"]]
@@ -595,18 +625,6 @@ def main() -> int:
     if not host.collected_sent:
         runner_out.send({"type": "collect_failed", "exit_code": int(code)})
     return 0
-
-
-def _device_class(item) -> str | None:  # type: ignore[no-untyped-def]
-    """The device a test class was made for: ``device_type`` of the classes that
-    ``instantiate_device_type_tests`` makes (``TestFooCUDA``), else a class's ``device``
-    string (``test_torchinductor.py``'s ``CpuTests`` and ``GPUTests``)."""
-    cls = getattr(item, "cls", None)
-    for name in ("device_type", "device"):
-        value = getattr(cls, name, None) if cls is not None else None
-        if isinstance(value, str) and value:
-            return value.split(":", 1)[0]
-    return None
 
 
 if __name__ == "__main__":

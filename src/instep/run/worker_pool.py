@@ -95,10 +95,12 @@ class WorkerHost:
     """One host process and its pipes."""
 
     def __init__(
-        self, index: int, config: HostConfig, scratch: Path, collect_only: bool | None = None
+        self, index: int, config: HostConfig, scratch: Path, collect_first: bool = False
     ) -> None:
         self.index = index
-        self.collect_only = config.collect_only if collect_only is None else collect_only
+        self.collect_only = config.collect_only
+        #: it (``shared``) or its first case process (``fork``, ``spawn``) collects the run
+        self.collects = config.collect_only or config.model == "shared" or collect_first
         self.device = config.devices[index % len(config.devices)] if config.devices else None
         self.workdir = scratch / f"w{index}-{time.monotonic_ns()}"
         self.workdir.mkdir(parents=True)
@@ -134,6 +136,7 @@ class WorkerHost:
                 "memory_limit_mb": config.memory_limit_mb,
                 "pytest_args": config.pytest_args,
                 "collect_only": self.collect_only,
+                "collect_first": collect_first and not self.collect_only,
                 "workdir": str(self.workdir),
                 "model": config.model,
                 "device_probe": config.device_probe,
@@ -161,10 +164,6 @@ class WorkerHost:
                 "rootdir": rootdir,
             }
         )
-
-    def send(self, msg: dict[str, Any]) -> None:
-        with contextlib.suppress(OSError):
-            self.to_host.send(msg)
 
     def silent_too_long(self, default_timeout: float) -> bool:
         if self.state != "busy":
@@ -205,9 +204,9 @@ def enqueue(queue: deque[WorkItem], items: list[WorkItem], front: bool = False) 
 class WorkerPool:
     """``workers`` hosts sharing one queue of :class:`WorkItem`.
 
-    Under the ``shared`` process model the hosts collect (the first to finish plans the
-    run); under ``fork`` and ``spawn`` a throwaway collecting host does, beside hosts
-    that never import a test module (``collect=False``: a resumed run has its plan).
+    Every host collects the run (``shared``: the host itself; ``fork``/``spawn``: its first
+    case process, as an xdist worker does); the first collection plans the run. Hosts
+    started later (replacements, a resumed run: ``collect=False``) collect nothing.
     """
 
     def __init__(self, config: HostConfig, workers: int, collect: bool = True) -> None:
@@ -215,7 +214,6 @@ class WorkerPool:
         self.workers = max(1, workers)
         self.scratch = Path(tempfile.mkdtemp(prefix="instep-run-"))
         self.hosts: list[WorkerHost | None] = [None] * self.workers
-        self.collector: WorkerHost | None = None
         self.collect = collect
         self.queue: deque[WorkItem] = deque()
         self.failures = 0
@@ -223,13 +221,9 @@ class WorkerPool:
         self.collected_once = False
         self.hosts_started = 0  # host processes started, replacements included
 
-    @property
-    def hosts_collect(self) -> bool:
-        return self.config.model == "shared" or self.config.collect_only
-
-    def _new_host(self, index: int) -> WorkerHost:
+    def _new_host(self, index: int, collect_first: bool = False) -> WorkerHost:
         self.hosts_started += 1
-        return WorkerHost(index, self.config, self.scratch)
+        return WorkerHost(index, self.config, self.scratch, collect_first)
 
     def __enter__(self) -> WorkerPool:
         return self
@@ -238,17 +232,15 @@ class WorkerPool:
         self.close()
 
     def start(self) -> None:
-        if not self.hosts_collect and self.collect:
-            self.collector = WorkerHost(0, self.config, self.scratch, collect_only=True)
         for i in range(self.workers):
-            self.hosts[i] = self._new_host(i)
+            self.hosts[i] = self._new_host(i, collect_first=self.collect)
 
     def close(self) -> None:
         if self.closed:
             return
         self.closed = True
-        for host in [*self.hosts, self.collector]:
-            if host is not None and host.state != "dead":
+        for host in self.hosts:
+            if host is not None:
                 host.stop()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
@@ -276,10 +268,7 @@ class WorkerPool:
             host.send_chunk(chunk, self.config.rootdir)
 
     def _live(self) -> list[WorkerHost]:
-        hosts = [h for h in self.hosts if h is not None and h.state != "dead"]
-        if self.collector is not None and self.collector.state != "dead":
-            hosts.append(self.collector)
-        return hosts
+        return [h for h in self.hosts if h is not None and h.state != "dead"]
 
     def events(self, poll_s: float = 0.2) -> Iterator[PoolEvent]:
         """Run until the queue is empty and no host is busy, yielding what happens.
@@ -293,9 +282,8 @@ class WorkerPool:
             live = self._live()
             if not live:
                 return
-            waiting = not self.collected_once and (
-                (self.collector is not None and self.collector in live)
-                or any(h.state in ("starting", "ready") for h in live)
+            waiting = not self.collected_once and any(
+                h.state in ("starting", "ready") for h in live
             )
             if not waiting and not self.queue and not self.busy:
                 return
@@ -323,7 +311,7 @@ class WorkerPool:
         kind = msg["type"]
         if kind == "ready":
             # a host that does not collect serves at once; one that collects says so next
-            host.state = "ready" if host.collect_only or self.hosts_collect else "idle"
+            host.state = "ready" if host.collects else "idle"
             if msg.get("warning"):
                 log.warning("worker %d: %s", host.index, msg["warning"])
         elif kind == "note":
@@ -331,19 +319,17 @@ class WorkerPool:
                 "worker %d: %s", host.index, msg["message"]
             )
         elif kind == "collected":
-            self.collected_once = True
             self.config.rootdir = msg.get("rootdir")
-            if msg.get("warm") and not self.hosts_collect:
-                self.config.warm = list(msg["warm"])
-                for other in self.hosts:
-                    if other is not None and other.state != "dead":
-                        other.send({"type": "warm", "modules": self.config.warm})
+            if msg.get("warm"):
+                self.config.warm = list(msg["warm"])  # what a replacement host imports
             if host.collect_only:
                 host.state = "dead"
                 host.stop()
-            else:
+            elif host.state in ("starting", "ready"):
                 host.state = "idle"
-            yield PoolEvent("collected", host.index, host.device, data=msg)
+            if not self.collected_once:
+                self.collected_once = True
+                yield PoolEvent("collected", host.index, host.device, data=msg)
         elif kind == "start":
             host.current = host.chunk[0] if host.chunk else None
             if host.current is not None:
@@ -363,20 +349,15 @@ class WorkerPool:
         elif kind in ("fatal", "collect_failed"):
             host.state = "dead"
             data = dict(msg)
-            data["log"] = host.log_tail()
+            data["log"] = msg.get("log") or host.log_tail()
             host.stop()
-            self._forget(host)
+            self.hosts[host.index] = None
             yield PoolEvent("host_failed", host.index, host.device, data=data)
             # every host would fail the same way: stop the others as well
             for other in self._live():
-                if other.state in ("starting", "ready") or other is self.collector:
+                if other.state in ("starting", "ready"):
                     other.kill()
                     other.state = "dead"
-
-    def _forget(self, host: WorkerHost) -> None:
-        if host is self.collector:
-            return  # kept (dead) so that close() knows it
-        self.hosts[host.index] = None
 
     def _host_died(self, host: WorkerHost, reason: str | None = None) -> Iterator[PoolEvent]:
         if host.state == "dead":
@@ -386,14 +367,6 @@ class WorkerPool:
         host.state = "dead"
         code = host.proc.returncode
         why = reason or f"the worker host exited (status {code})"
-        if host is self.collector:
-            yield PoolEvent(
-                "host_failed",
-                host.index,
-                host.device,
-                data={"type": "died", "message": f"collecting: {why}", "log": host.log_tail()},
-            )
-            return
         item = host.current or (host.chunk[0] if host.chunk else None)
         if was == "busy" and item is not None:
             host.chunk.popleft()
