@@ -257,3 +257,34 @@ def test_hosts_import_once_what_the_tests_import_without_touching_the_device(ins
     # run, then in the host that forks a third (before it forks); not in that third one
     assert len(cases & helpers) == 2 and len(cases - helpers) == 1, imports
     assert len(helpers - cases) == 1, imports
+
+
+def test_a_test_module_that_fails_to_import_in_its_case_process_says_why(instep, device_suite):
+    # imports fine where the run is collected, fails in every later case process
+    write(
+        device_suite,
+        "test_flaky_import.py",
+        "import os\n"
+        "marker = os.path.join(os.path.dirname(__file__), 'collected-once')\n"
+        "if os.path.exists(marker):\n"
+        "    raise RuntimeError('CUDA driver initialization failed')\n"
+        "open(marker, 'w').close()\n\n"
+        "def test_a():\n    pass\n\ndef test_b():\n    pass\n",
+    )
+    instep(
+        "run",
+        "test_flaky_import.py",
+        "--profile",
+        "fakedev",
+        "--preimport",
+        "none",
+        "--isolate",
+        "case",
+        "--run",
+        "fi",
+    )
+    out = by_case(show(instep, "fi"))
+    assert out["test_a"]["status"] == "passed"
+    broken = out["test_b"]
+    assert broken["status"] == "error" and broken["stage"] == "collect", broken
+    assert "CUDA driver initialization failed" in broken["message"], broken["message"]

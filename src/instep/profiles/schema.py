@@ -100,11 +100,17 @@ class DeviceRuntime(_Strict):
     """
 
     fork: Literal["any", "before_init", "never"] = "any"
-    initialized: str | None = Field(
-        None,
-        description="dotted callable telling whether this process initialised the device,"
-        " e.g. 'torch.cuda.is_initialized'; checked in worker hosts before they fork",
+    initialized: list[str] = Field(
+        default_factory=list,
+        description="dotted callables telling whether this process initialised the device"
+        " (any true: it did), e.g. 'torch.cuda.is_initialized'; checked in worker hosts"
+        " before they fork",
     )
+
+    @field_validator("initialized", mode="before")
+    @classmethod
+    def _one_or_more(cls, value: object) -> object:
+        return [value] if isinstance(value, str) else value
 
 
 class Profile(_Strict):

@@ -125,7 +125,12 @@ def case_main(
             targets = sorted(os.path.join(rootdir, f) for f in files)
         plugin = _CollectThenServe(ctx, requests, events, first)
         args = [*targets, *args]
-    pytest.main(args, plugins=[plugin, ctx.recorder])
+    code = pytest.main(args, plugins=[plugin, ctx.recorder])
+    if not plugin.served and first != COLLECT_RUN:
+        # pytest stopped before running anything ("found no collectors" after the test
+        # module failed to import): each requested case is an error saying why
+        why = "\n".join(e["longrepr"] for e in plugin.collect_errors)
+        _serve(ctx, {}, requests, events, first, why or f"pytest exited with {code} collecting it")
 
 
 class _CollectThenServe:
@@ -149,6 +154,7 @@ class _CollectThenServe:
         self.first = first
         self.watch = watch
         self.collect_errors: list[dict[str, str]] = []
+        self.served = False
 
     @pytest.hookimpl(trylast=True)
     def pytest_configure(self, config) -> None:  # type: ignore[no-untyped-def]
@@ -159,6 +165,7 @@ class _CollectThenServe:
             self.collect_errors.append(collect_error(report))
 
     def pytest_runtestloop(self, session) -> bool:  # type: ignore[no-untyped-def]
+        self.served = True
         items = {item.nodeid: item for item in session.items}
         if self.watch is not None:
             rootdir = str(session.config.rootpath)

@@ -22,6 +22,7 @@ This module only decides and probes; :mod:`instep.run.worker_host` acts on it.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
@@ -57,13 +58,23 @@ def choose(runtime_fork: str, override: str | None = None) -> ProcessModel:
     return _BY_RUNTIME.get(runtime_fork, ProcessModel.SPAWN)
 
 
-def device_initialised(probe: str | None) -> bool:
-    """Whether this process initialised the device, by the profile's dotted callable
-    (``torch.cuda.is_initialized``). A probe whose module was never imported says no: a
-    runtime nobody imported is not initialised. Never imports anything new."""
-    if not probe or "." not in probe:
+def device_initialised(probes: str | list[str] | None) -> bool:
+    """Whether this process initialised the device, by the profile's dotted callables
+    (``torch.cuda.is_initialized``; any true says yes). A probe whose module was never
+    imported says no: a runtime nobody imported is not initialised. Never imports anything
+    new, except instep's own probes (:mod:`instep.run.device_probes`)."""
+    if isinstance(probes, str):
+        probes = [probes]
+    return any(_probe(p) for p in probes or [])
+
+
+def _probe(probe: str) -> bool:
+    if "." not in probe:
         return False
     module_name, _, attr = probe.rpartition(".")
+    if module_name.startswith("instep.") and module_name not in sys.modules:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(module_name)
     parts = module_name.split(".")
     # the longest imported module prefix, then attributes (torch.cuda is a module, but
     # torch.npu is an attribute that torch_npu installs on torch)
@@ -96,7 +107,7 @@ class ImportWatch:
     executed for the watch itself.
     """
 
-    def __init__(self, probe: str | None) -> None:
+    def __init__(self, probe: str | list[str] | None) -> None:
         self.probe = probe
         self._count = 0
         self._executing: frozenset[str] = frozenset()
