@@ -288,3 +288,27 @@ def test_a_test_module_that_fails_to_import_in_its_case_process_says_why(instep,
     broken = out["test_b"]
     assert broken["status"] == "error" and broken["stage"] == "collect", broken
     assert "CUDA driver initialization failed" in broken["message"], broken["message"]
+
+
+def test_device_class_tells_torch_testing_which_classes_to_make(instep, device_suite):
+    write(
+        device_suite,
+        "test_only_for.py",
+        "import os\nimport unittest\n\n\nclass TestEnvFAKEDEV(unittest.TestCase):\n"
+        "    device_type = 'fakedev'\n\n    def test_env(self):\n"
+        "        assert os.environ['PYTORCH_TESTING_DEVICE_ONLY_FOR'] == 'fakedev'\n",
+    )
+    result = instep(
+        "run",
+        "test_only_for.py",
+        "--profile",
+        "fakedev",
+        "--preimport",
+        "none",
+        "--device-class",
+        "fakedev",
+        "--run",
+        "of",
+    )
+    assert result.code == 0, result.err
+    assert by_case(show(instep, "of"))["test_env"]["status"] == "passed"

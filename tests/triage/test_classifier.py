@@ -63,6 +63,21 @@ def test_generated_code_and_wrappers_below_it_are_runtime():
     assert not is_generated_code(f"{SITE}/torch/_inductor/lowering.py")
 
 
+def test_upstream_inductor_test_files_are_not_generated_code():
+    # upstream's own test files are named test_torchinductor*.py; the cache is a directory
+    assert not is_generated_code("/src/pytorch/test/inductor/test_torchinductor_opinfo.py")
+    assert not is_generated_code("/src/pytorch/test/inductor/test_torchinductor.py")
+    assert is_generated_code("/tmp/torchinductor_ci/ab/kernel_helpers.py")
+    custom = "/data/ci-cache/inductor"  # a run's own TORCHINDUCTOR_CACHE_DIR
+    assert not is_generated_code(f"{custom}/ab/wrapper.py")
+    assert is_generated_code(f"{custom}/ab/wrapper.py", (custom,))
+    test_frame = frame("test_torchinductor_opinfo", "test_comprehensive")
+    test_frame["file"] = "/src/pytorch/test/inductor/test_torchinductor_opinfo.py"
+    chain = [exc("AssertionError", "Tensor-likes are not close!", test_frame)]
+    found = Classifier(CPU).classify(outcome(*chain))
+    assert found.layer is not Layer.RUNTIME
+
+
 def test_decomposition_call_site_files_a_user_decomposition_under_decomposition():
     site = frame("torch.fx.experimental.proxy_tensor", "maybe_handle_decomp")
     proxy = frame("torch.fx.experimental.proxy_tensor", "proxy_call")

@@ -133,6 +133,8 @@ def check_preimport(modules: list[str], profile: Profile) -> None:
             raise MissingDependency(module, f"instep run (profile '{profile.name}')", hint)
 
 
+#: torch.testing's switch: device-type test classes for these devices only.
+ONLY_FOR = "PYTORCH_TESTING_DEVICE_ONLY_FOR"
 #: Where Inductor and Triton keep compiled artifacts; a caller's value is never replaced.
 CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 
@@ -154,6 +156,9 @@ def _host_config(profile: Profile, settings: dict[str, Any], opts: RunOptions) -
     env.update(caller)  # the user's cache (a CI cache, a clean-cache experiment) wins
     if opts.inductor_cache_dir is not None and "TORCHINDUCTOR_CACHE_DIR" not in env:
         env["TORCHINDUCTOR_CACHE_DIR"] = str(opts.inductor_cache_dir)
+    device = settings.get("device_class")
+    if device and not os.environ.get(ONLY_FOR) and ONLY_FOR not in env:
+        env[ONLY_FOR] = device  # instantiate_device_type_tests makes only DEV's classes
     return HostConfig(
         paths=settings["paths"],
         k=settings.get("k"),
@@ -346,7 +351,7 @@ def _execute(
     files = {n: f for n, f, _ in plan}
     status = "finished"
     reruns = int(settings.get("reruns", 0))
-    classifier = Classifier(profile)
+    classifier = Classifier(profile, generated_roots=(str(inductor_cache(pool.config.env)),))
     try:
         with pool:
             planned = resume is not None

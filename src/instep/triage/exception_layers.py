@@ -33,7 +33,10 @@ from instep.run.exception_chain import module_from_path
 
 #: Inductor's generated wrapper/kernel modules: ``<cache>/ab/cab12...xyz.py``.
 _GENERATED_FILE = re.compile(r"/[a-z0-9]{2}/c[a-z0-9]{40,}\.py$")
-_GENERATED_DIR = re.compile(r"torchinductor_|inductor_cache|/fxgraph/|/output_code")
+#: Inductor's cache directories, as directories (``/tmp/torchinductor_<user>/``): upstream's
+#: own ``test_torchinductor_opinfo.py`` is a test file, not generated code. A run's own
+#: cache directory (``TORCHINDUCTOR_CACHE_DIR``) comes in as an extra root.
+_GENERATED_DIR = re.compile(r"/torchinductor_[^/]+/|/inductor_cache/|/fxgraph/|/output_code")
 
 #: (module, function) of frames that call into a decomposition.
 DECOMPOSITION_CALL_SITES: frozenset[tuple[str, str]] = frozenset(
