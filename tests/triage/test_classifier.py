@@ -177,3 +177,38 @@ def test_classification_is_cheap_next_to_a_test_case():
         classifier.classify(outcome(*chain))
     per_outcome = (time.perf_counter() - began) / 200
     assert per_outcome < 0.02  # ~1-2 ms measured; a case takes seconds
+
+
+def test_an_unregistered_backend_name_is_registration_not_dynamo():
+    lookup = frame("torch._dynamo.backends.registry", "lookup_backend")
+    chain = [
+        exc(
+            "torch._dynamo.exc.InvalidBackend",
+            "Invalid backend: 'npu_inductor', see `torch._dynamo.list_backends()` for"
+            " available backends.",
+            TEST,
+            EVAL,
+            lookup,
+        )
+    ]
+    found = Classifier(NPU).classify(outcome(*chain))
+    assert (found.layer, found.category) == (Layer.REGISTRATION, "registration.unknown_backend")
+
+
+def test_a_device_used_after_a_fork_is_env_whatever_the_frames_say():
+    cuda = frame("torch.cuda", "_lazy_init")
+    chain = [
+        exc(
+            "RuntimeError",
+            "Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing,"
+            " you must use the 'spawn' start method",
+            TEST,
+            EVAL,
+            AOT,
+            GRAPH,
+            cuda,
+        )
+    ]
+    found = Classifier(load_profile("cuda")).classify(outcome(*chain))
+    assert (found.layer, found.category) == (Layer.ENV, "env.device_used_after_fork")
+    assert "before_init" in found.evidence["rule"]["hint"]
