@@ -150,7 +150,8 @@ def inductor_cache(env: dict[str, str]) -> Path:
     return Path(tempfile.gettempdir()) / f"torchinductor_{user}"
 
 
-def _host_config(profile: Profile, settings: dict[str, Any], opts: RunOptions) -> HostConfig:
+def _run_env(profile: Profile, settings: dict[str, Any], opts: RunOptions) -> dict[str, str]:
+    """What every case process gets on top of the caller's environment."""
     env = dict(profile.env)
     caller = {k: os.environ[k] for k in CACHE_VARIABLES if os.environ.get(k)}
     env.update(caller)  # the user's cache (a CI cache, a clean-cache experiment) wins
@@ -159,6 +160,11 @@ def _host_config(profile: Profile, settings: dict[str, Any], opts: RunOptions) -
     device = settings.get("device_class")
     if device and not os.environ.get(ONLY_FOR) and ONLY_FOR not in env:
         env[ONLY_FOR] = device  # instantiate_device_type_tests makes only DEV's classes
+    return env
+
+
+def _host_config(profile: Profile, settings: dict[str, Any], opts: RunOptions) -> HostConfig:
+    env = _run_env(profile, settings, opts)
     return HostConfig(
         paths=settings["paths"],
         k=settings.get("k"),
@@ -345,13 +351,14 @@ def _execute(
     began: float,
 ) -> RunResult:
     reporter.run_started(run, resumed=resume is not None)
+    env = _run_env(profile, settings, opts)
     matrix_thread = _start_version_matrix(
-        store, run, profile, getattr(pool, "version_matrix", None), _cache_state(pool.config.env)
+        store, run, profile, getattr(pool, "version_matrix", None), _cache_state(env)
     )
     files = {n: f for n, f, _ in plan}
     status = "finished"
     reruns = int(settings.get("reruns", 0))
-    classifier = Classifier(profile, generated_roots=(str(inductor_cache(pool.config.env)),))
+    classifier = Classifier(profile, generated_roots=(str(inductor_cache(env)),))
     try:
         with pool:
             planned = resume is not None
