@@ -419,12 +419,17 @@ class _Child:
     """One case process and the host's end of its pipes."""
 
     def __init__(
-        self, pid: int, requests: Connection, events: Connection, file: str, collected: bool
+        self,
+        pid: int,
+        requests: Connection,
+        events: Connection,
+        file: str | None,
+        collected: bool,
     ) -> None:
         self.pid = pid
         self.requests = requests
         self.events = events
-        self.file = file  # the test file it collected (``fork``/``spawn``)
+        self.file = file  # the test file it collected (``fork``/``spawn``; None: all)
         self.collected = collected  # False until its first case starts
         self.case_started = time.monotonic()
         self._pidfd: int | None = None
@@ -438,7 +443,7 @@ class _Child:
         return self._pidfd if self._pidfd is not None else self.events
 
     @classmethod
-    def fork(cls, host: HostSession, file: str) -> _Child:
+    def fork(cls, host: HostSession, file: str | None) -> _Child:
         req_r, req_w = os.pipe()
         ev_r, ev_w = os.pipe()
         sys.stdout.flush()
@@ -469,7 +474,7 @@ class _Child:
         return cls(pid, requests, Connection(ev_r, writable=False), file, host.items is not None)
 
     @classmethod
-    def spawn(cls, host: HostSession, file: str) -> _Child:
+    def spawn(cls, host: HostSession, file: str | None) -> _Child:
         """A fresh interpreter (``python -m instep.run.case_process``) for ``file``."""
         req_r, req_w = os.pipe()
         ev_r, ev_w = os.pipe()
