@@ -1,8 +1,7 @@
 """Real-world acceptance: torch 2.13.0 -> 2.14.1 against torch-npu 2.13.0 (seed 001 rows).
 
-Runs only when the three wheels can be had: set INSTEP_REALWORLD=1 (they are fetched with
-`pip download --no-deps`, from local disk where they lie there) or point INSTEP_WHEELS at a
-directory that already holds them. The shared golden rows live in ../shared/golden/.
+Runs only when the three wheels can be had (tests/impact/conftest.py: INSTEP_REALWORLD=1
+or INSTEP_WHEELS). The shared golden rows live in ../shared/golden/.
 """
 
 from __future__ import annotations
@@ -18,35 +17,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT.parent / "shared" / "golden"
-SPECS = {"old": "torch==2.13.0", "new": "torch==2.14.1", "down": "torch-npu==2.13.0"}
-
 pytestmark = [pytest.mark.slow, pytest.mark.realworld]
 
 
-def _wheels_from_dir() -> dict[str, str] | None:
-    where = os.environ.get("INSTEP_WHEELS")
-    if not where or not Path(where).is_dir():
-        return None
-    found = {}
-    for key, prefix in (
-        ("old", "torch-2.13.0"),
-        ("new", "torch-2.14.1"),
-        ("down", "torch_npu-2.13.0"),
-    ):
-        hits = sorted(Path(where).glob(f"{prefix}*.whl"))
-        if not hits:
-            return None
-        found[key] = str(hits[0])
-    return found
-
-
 @pytest.fixture(scope="module")
-def release_doc(tmp_path_factory) -> dict:
-    specs = _wheels_from_dir()
-    if specs is None:
-        if os.environ.get("INSTEP_REALWORLD") != "1":
-            pytest.skip("real wheels not available (set INSTEP_REALWORLD=1 or INSTEP_WHEELS)")
-        specs = dict(SPECS)
+def release_doc(tmp_path_factory, real_wheels) -> dict:
+    specs = {key: str(path) for key, path in real_wheels.items()}
     from instep.impact.analysis import ImpactRequest, analyse
     from instep.impact.export.json_doc import as_document
 

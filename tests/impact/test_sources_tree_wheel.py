@@ -215,14 +215,9 @@ def test_wheel_skips_huge_members_with_a_warning(tmp_path, warnings_logged):
     assert "pkg/big.py" in warnings_logged.text
 
 
-REAL_OLD = sorted(Path("/work/wheels").glob("torch-2.13.0+cpu-*.whl"))
-REAL_NEW = sorted(Path("/work/wheels").glob("torch-2.14.1-*.whl"))
-
-
 @pytest.mark.realworld
-@pytest.mark.skipif(not (REAL_OLD and REAL_NEW), reason="torch wheels not on local disk")
-def test_real_torch_wheels_diff_by_record(tmp_path):
-    with WheelSnapshot(REAL_OLD[0]) as old, WheelSnapshot(REAL_NEW[0]) as new:
+def test_real_torch_wheels_diff_by_record(real_wheels):
+    with WheelSnapshot(real_wheels["old"]) as old, WheelSnapshot(real_wheels["new"]) as new:
         assert old.has_record and new.has_record
         changes = {c.path: c for c in diff_snapshots(old, new)}
     lowering = changes["torch/_inductor/lowering.py"]

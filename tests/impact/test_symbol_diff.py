@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from instep.impact.model import ChangeKind, Stage, SymbolKind
 from instep.impact.symbol_diff import diff_files, diff_many, diff_sources
 from instep.impact.symbols import index_source
-
-RW = Path("/work/rw")
-OLD_WHEEL = RW / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64"
-NEW_WHEEL = RW / "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64"
 
 OLD = b'''"""Module docstring."""
 import torch
@@ -273,10 +267,10 @@ def test_diff_sources_equals_full_diff():
 
 
 @pytest.mark.realworld
-@pytest.mark.skipif(not NEW_WHEEL.is_dir(), reason="needs the torch wheels under /work/rw")
-def test_real_lowering_expand_gained_implicit():
+def test_real_lowering_expand_gained_implicit(torch_wheels):
+    old_wheel, new_wheel = torch_wheels
     rel = "torch/_inductor/lowering.py"
-    old, new = (OLD_WHEEL / rel).read_bytes(), (NEW_WHEEL / rel).read_bytes()
+    old, new = old_wheel.read(rel), new_wheel.read(rel)
     result = diff_sources(rel, old, new, Stage.INDUCTOR)
     by_name = {c.qualname: c for c in result.changes}
     expand = by_name["expand"]
@@ -289,8 +283,8 @@ def test_real_lowering_expand_gained_implicit():
 
 
 @pytest.mark.realworld
-@pytest.mark.skipif(not NEW_WHEEL.is_dir(), reason="needs the torch wheels under /work/rw")
-def test_real_golden_symbols_are_reported():
+def test_real_golden_symbols_are_reported(torch_wheels):
+    old_wheel, new_wheel = torch_wheels
     expected = {
         "torch/_subclasses/fake_tensor.py": {"SymNumberMemoDescriptor.__set__": "body"},
         "torch/fx/experimental/proxy_tensor.py": {
@@ -301,9 +295,7 @@ def test_real_golden_symbols_are_reported():
         "torch/_inductor/codegen/simd.py": {"IterationRangesEntry.precomputed_args": "body"},
     }
     for rel, want in expected.items():
-        result = diff_sources(
-            rel, (OLD_WHEEL / rel).read_bytes(), (NEW_WHEEL / rel).read_bytes(), Stage.OTHER
-        )
+        result = diff_sources(rel, old_wheel.read(rel), new_wheel.read(rel), Stage.OTHER)
         got = {c.qualname: c for c in result.changes}
         for qual, kind in want.items():
             assert qual in got, (rel, qual)
@@ -311,9 +303,7 @@ def test_real_golden_symbols_are_reported():
     # seed 001 row 7 also names _build_proxy_for_sym_expr, whose only 2.14 edit is a
     # docstring typo: docstrings are not changes
     rel = "torch/fx/experimental/proxy_tensor.py"
-    result = diff_sources(
-        rel, (OLD_WHEEL / rel).read_bytes(), (NEW_WHEEL / rel).read_bytes(), Stage.OTHER
-    )
+    result = diff_sources(rel, old_wheel.read(rel), new_wheel.read(rel), Stage.OTHER)
     assert "_build_proxy_for_sym_expr" not in {c.qualname for c in result.changes}
 
 

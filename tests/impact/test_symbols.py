@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import random
-from pathlib import Path
 
 import pytest
 
@@ -16,10 +15,6 @@ from instep.impact.symbols import (
     index_source,
     index_text,
 )
-
-RW = Path("/work/rw")
-OLD_WHEEL = RW / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64"
-NEW_WHEEL = RW / "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64"
 
 LOWERING = b'''"""Lowerings (a synthetic file in the style of torch/_inductor/lowering.py)."""
 from __future__ import annotations
@@ -287,25 +282,23 @@ def test_index_against_equals_a_full_parse(name):
         assert stats.parsed_regions == 0 and stats.reused_chunks == len(ref.chunks)
 
 
-def _changed_pairs(limit: int) -> list[str]:
+def _changed_pairs(old_wheel, new_wheel, limit: int) -> list[str]:  # type: ignore[no-untyped-def]
     paths = []
-    for new in sorted(NEW_WHEEL.joinpath("torch").rglob("*.py")):
-        rel = new.relative_to(NEW_WHEEL)
-        old = OLD_WHEEL / rel
-        if old.is_file() and old.read_bytes() != new.read_bytes():
-            paths.append(str(rel))
+    for rel in new_wheel.python_files("torch/"):
+        if rel in old_wheel.names and old_wheel.read(rel) != new_wheel.read(rel):
+            paths.append(rel)
     random.Random(7).shuffle(paths)
     keep = ["torch/_inductor/lowering.py", "torch/_inductor/config.py", "torch/_dynamo/codegen.py"]
     return keep + [p for p in paths if p not in keep][:limit]
 
 
 @pytest.mark.realworld
-@pytest.mark.skipif(not NEW_WHEEL.is_dir(), reason="needs the torch wheels under /work/rw")
-def test_index_against_equals_a_full_parse_on_real_torch_files():
+def test_index_against_equals_a_full_parse_on_real_torch_files(torch_wheels):
+    old_wheel, new_wheel = torch_wheels
     reused = 0
-    for rel in _changed_pairs(40):
-        old_text = decode_source((OLD_WHEEL / rel).read_bytes())
-        new_text = decode_source((NEW_WHEEL / rel).read_bytes())
+    for rel in _changed_pairs(old_wheel, new_wheel, 40):
+        old_text = decode_source(old_wheel.read(rel))
+        new_text = decode_source(new_wheel.read(rel))
         ref = index_text(rel, new_text)
         stats = ReuseStats()
         fast = index_against(rel, old_text, ref, new_text, stats)

@@ -36,11 +36,20 @@ def _stage(value: object, source: str, prefix: str) -> Stage:
 
 
 @lru_cache(maxsize=1)
+def _shipped() -> dict:
+    text = (resources.files("instep.impact") / "data" / "stages.toml").read_text("utf-8")
+    return parse_toml(text, _DATA)
+
+
 def default_table() -> dict[str, Stage]:
     """The shipped prefix table."""
-    text = (resources.files("instep.impact") / "data" / "stages.toml").read_text("utf-8")
-    raw = parse_toml(text, _DATA).get("prefixes", {})
+    raw = _shipped().get("prefixes", {})
     return {_normalise(p): _stage(v, _DATA, p) for p, v in raw.items()}
+
+
+def calibration_rows() -> frozenset[int]:
+    """The seed 001 rows the shipped table was calibrated on (not evidence of its worth)."""
+    return frozenset(int(r) for r in _shipped().get("calibration_rows", []))
 
 
 def stage_table(extra: dict[str, str] | None = None) -> dict[str, Stage]:
