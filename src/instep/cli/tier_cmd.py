@@ -158,27 +158,21 @@ def tier_check(
         click.echo(json.dumps(result.as_dict(), indent=2, ensure_ascii=False))
         return 0 if result.ok else 1
     console = _console()
-    for case, entry in result.fixed:
-        console.print(f"FIXED - remove it: {case} ({entry.source})", markup=False, highlight=False)
-    for item in result.stale_marks:
-        console.print(
-            f"UNEXPECTED SUCCESS - remove its expected-failure mark: {item['case']}"
-            f" ({item['mark']})",
-            markup=False,
-            highlight=False,
-        )
-    for item in result.changed:
-        console.print(
-            f"FAILS DIFFERENTLY: {item['case']} listed as {item['listed']}, now {item['now']}:"
-            f" {item['message']}",
-            markup=False,
-            highlight=False,
-        )
-    for item in result.unexpected:
-        message = item["message"][0] if item["message"] else ""
-        console.print(
-            f"UNEXPECTED {item['status']}: {item['case']} {message}", markup=False, highlight=False
-        )
+    lines = [f"FIXED - remove it: {case} ({entry.source})" for case, entry in result.fixed]
+    lines += [
+        f"UNEXPECTED SUCCESS - remove its expected-failure mark: {i['case']} ({i['mark']})"
+        for i in result.stale_marks
+    ]
+    lines += [
+        f"FAILS DIFFERENTLY: {i['case']} listed as {i['listed']}, now {i['now']}: {i['message']}"
+        for i in result.changed
+    ]
+    lines += [
+        f"UNEXPECTED {i['status']}: {i['case']} {i['message'][0] if i['message'] else ''}"
+        for i in result.unexpected
+    ]
+    for line in lines:
+        console.print(line, markup=False, highlight=False)
     console.print(
         f"run {run.name}: {len(result.expected)} expected failures, {len(result.fixed)} fixed,"
         f" {len(result.stale_marks)} unexpected successes, {len(result.changed)} failing"

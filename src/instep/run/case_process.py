@@ -133,7 +133,23 @@ def case_main(
         _serve(ctx, {}, requests, events, first, why or f"pytest exited with {code} collecting it")
 
 
-class _CollectThenServe:
+class CollectingPlugin:
+    """What every instep pytest session that collects does: the timeout marker known, no
+    terminal reporter (:func:`configure_session`), and its collection errors kept."""
+
+    def __init__(self) -> None:
+        self.collect_errors: list[dict[str, str]] = []
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_configure(self, config) -> None:  # type: ignore[no-untyped-def]
+        configure_session(config)
+
+    def pytest_collectreport(self, report) -> None:  # type: ignore[no-untyped-def]
+        if report.failed:
+            self.collect_errors.append(collect_error(report))
+
+
+class _CollectThenServe(CollectingPlugin):
     """pytest plugin of a case process that collects for itself (``fork``, ``spawn``).
 
     With a ``watch`` it collected the whole run for its host: it reports the cases (the
@@ -148,21 +164,13 @@ class _CollectThenServe:
         first: list | None,
         watch: ImportWatch | None = None,
     ) -> None:
+        super().__init__()
         self.ctx = ctx
         self.requests = requests
         self.events = events
         self.first = first
         self.watch = watch
-        self.collect_errors: list[dict[str, str]] = []
         self.served = False
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_configure(self, config) -> None:  # type: ignore[no-untyped-def]
-        configure_session(config)
-
-    def pytest_collectreport(self, report) -> None:  # type: ignore[no-untyped-def]
-        if report.failed:
-            self.collect_errors.append(collect_error(report))
 
     def pytest_runtestloop(self, session) -> bool:  # type: ignore[no-untyped-def]
         self.served = True

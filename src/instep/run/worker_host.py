@@ -42,11 +42,10 @@ from instep.run.case_process import (
     COLLECT_RUN,
     ENV_CASE_FDS,
     STAGES_FILE,
+    CollectingPlugin,
     ServeContext,
     case_main,
-    collect_error,
     collected_cases,
-    configure_session,
     open_phase_board,
     pytest_base_args,
     read_phase,
@@ -63,10 +62,11 @@ WARM_AFTER_DYNAMO = ("torch._inductor.compile_fx",)
 COLLECT_LIMIT_S = 600.0
 
 
-class HostSession:
+class HostSession(CollectingPlugin):
     """The host's state; under ``shared`` also its pytest plugin (collect, then serve)."""
 
     def __init__(self, runner_in: Connection, runner_out: Connection, settings: dict[str, Any]):
+        super().__init__()
         self.runner_in = runner_in
         self.runner_out = runner_out
         self.settings = settings
@@ -74,22 +74,13 @@ class HostSession:
         self.workdir = Path(settings["workdir"])
         self.ctx = ServeContext(settings, open_phase_board(self.workdir, create=True))
         self.recorder = self.ctx.recorder
-        self.collect_errors: list[dict[str, Any]] = []
         self.collected_sent = False
         self.items: dict[str, Any] | None = None  # collected here (``shared`` only)
         self.child: _Child | None = None
         self.pending_warm: list[str] = []  # imported before the next fork
         self.warm_note: dict[str, Any] | None = None
 
-    # -- collection (``shared``, and the collecting host of ``fork``/``spawn``) ----------
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_configure(self, config) -> None:  # type: ignore[no-untyped-def]
-        configure_session(config)
-
-    def pytest_collectreport(self, report) -> None:  # type: ignore[no-untyped-def]
-        if report.failed:
-            self.collect_errors.append(collect_error(report))
+    # -- collection (``shared``, and ``--collect-only``) --------------------------------
 
     def pytest_runtestloop(self, session) -> bool:  # type: ignore[no-untyped-def]
         self.items = {item.nodeid: item for item in session.items}
