@@ -178,7 +178,7 @@ def _host_config(profile: Profile, settings: dict[str, Any], opts: RunOptions) -
         pytest_args=settings.get("pytest_args", []),
         cwd=opts.cwd,
         model=settings.get("process_model", "shared"),
-        device_probe=profile.runtime.initialized,
+        device_probe=list(profile.runtime.initialized),
         rootdir=settings.get("rootdir"),
     )
 

@@ -69,13 +69,13 @@ class HostConfig:
     cwd: Path | None = None
     #: :class:`~instep.run.process_model.ProcessModel` value: who imports the test modules
     model: str = "shared"
-    #: the profile's ``[runtime] initialized`` probe, checked by hosts before they fork
-    device_probe: str | None = None
-    #: pytest's rootdir, as the collecting host found it: case processes that collect
+    #: the profile's ``[runtime] initialized`` probes, checked by hosts before they fork
+    device_probe: list[str] = field(default_factory=list)
+    #: pytest's rootdir, as the first collection found it: case processes that collect
     #: for themselves resolve node ids against it
     rootdir: str | None = None
-    #: modules the collecting host imported before the device was initialised, which
-    #: ``fork`` hosts import once before forking (:class:`~instep.run.process_model.ImportWatch`)
+    #: modules the first collection imported before the device was initialised: what a
+    #: ``fork`` host started later imports before it forks (``ImportWatch``)
     warm: list[str] = field(default_factory=list)
 
 
