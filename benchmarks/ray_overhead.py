@@ -6,7 +6,8 @@ tasks, both with ``--isolate worker`` and ``--isolate case``, in the same invoca
 one-node Ray cluster is started first (its start-up is printed apart: a team's cluster
 is long-lived) with as many CPUs as local workers, so both engines run the same number
 of cases at once. Prints wall times, the ratio Ray/local and Ray's overhead per case in
-ms. Needs ray (``pip install -e '.[ray]'``) and, without ``--plain``, torch. A benchmark,
+ms. Each run must have stored a passing outcome for every case before a ratio is
+printed. Needs ray (``pip install -e '.[ray]'``) and, without ``--plain``, torch. A benchmark,
 not a test.
 
     python benchmarks/ray_overhead.py [--cases 200] [--workers 2] [--repeat 1] [--plain]
@@ -23,7 +24,7 @@ import time
 from pathlib import Path
 
 from runner_overhead import SUITE as TORCH_SUITE  # the same quick torch cases
-from subprocess_timing import timed
+from subprocess_timing import check_same_work, instep_passed, timed
 
 PLAIN_SUITE = """
 import pytest
@@ -72,6 +73,9 @@ def main() -> None:
                         (root / "test_quick.py").write_text(suite)
                         argv = [*base, *extra, "--isolate", isolate, "--db", str(root / "b.db")]
                         best = min(best, timed(argv, root))
+                        check_same_work(
+                            f"{engine} {isolate}", instep_passed(root / "b.db"), args.cases
+                        )
                 times[(isolate, engine)] = best
     finally:
         cluster.shutdown()

@@ -7,7 +7,9 @@ default) runs three ways, each in a fresh temp dir and store:
   2. ``instep run --workers 2 --isolate worker`` (target ratio <= 1.15)
   3. ``instep run --workers 2 --isolate case`` (a fork per case; target ratio <= 1.5)
 
-and prints wall times, ratios to the baseline and the overhead per case in ms. Needs
+and prints wall times, ratios to the baseline and the overhead per case in ms. Every run
+must have passed all the cases (pytest's summary, instep's stored outcomes) before a ratio
+is printed; over --repeat the order of the modes alternates. Needs
 torch and pytest-xdist (``pip install -e '.[bench]'``). A benchmark, not a test.
 
     python benchmarks/runner_overhead.py [--cases 240] [--workers 2] [--repeat 1]
@@ -22,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from subprocess_timing import timed
+from subprocess_timing import check_same_work, instep_passed, pytest_passed, timed_output
 
 SUITE = """
 import pytest
@@ -53,7 +55,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=240)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--repeat", type=int, default=1, help="best of N for each mode")
+    parser.add_argument("--repeat", type=int, default=1, help="best of N per mode, alternating")
     args = parser.parse_args()
     for needed in ("torch", "xdist"):
         if importlib.util.find_spec(needed) is None:
@@ -86,18 +88,21 @@ def main() -> None:
             "cpu",
         ],
     }
-    times: dict[str, float] = {}
-    for name, argv in modes.items():
-        best = float("inf")
-        for _ in range(args.repeat):
+    times: dict[str, float] = dict.fromkeys(modes, float("inf"))
+    for rep in range(args.repeat):  # best of N per mode, the order alternating
+        for name in modes if rep % 2 == 0 else reversed(list(modes)):
             with tempfile.TemporaryDirectory(prefix="instep-bench-") as tmp:
                 root = Path(tmp)
                 (root / "test_quick_torch.py").write_text(SUITE.format(cases=args.cases))
                 extra = ["test_quick_torch.py"]
                 if "instep" in name:
                     extra += ["--db", str(root / "bench.db")]
-                best = min(best, timed([*argv, *extra], root))
-        times[name] = best
+                wall, out = timed_output([*modes[name], *extra], root)
+                passed = (
+                    instep_passed(root / "bench.db") if "instep" in name else pytest_passed(out)
+                )
+                check_same_work(name, passed, args.cases)
+            times[name] = min(times[name], wall)
     base = times[f"pytest -n {w}"]
     print(f"{args.cases} quick torch cases, {args.workers} workers, {os.cpu_count()} CPUs")
     print(f"{'mode':28} {'wall s':>8} {'ratio':>7} {'overhead ms/case':>17}")
