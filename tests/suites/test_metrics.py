@@ -120,3 +120,43 @@ def test_show_metrics_table_and_json(instep, tmp_path):
     assert data["run"]["tier"] == "L1"
     assert data["metrics"]["collected"] == 9
     assert data["metrics"]["crashes"] == 1
+
+
+def test_graph_break_failures_and_unclassified_failures_are_counted():
+    outcomes = [
+        # fullgraph=True: the break is the failure, Dynamo's counter never moved
+        {
+            "case": "g.py::test_fullgraph",
+            "final": True,
+            "status": "failed",
+            "layer": "dynamo",
+            "category": "dynamo.unsupported",
+            "metrics": {"graph_breaks": 0},
+        },
+        # a break counted by Dynamo in a case that passed
+        {
+            "case": "g.py::test_breaks",
+            "final": True,
+            "status": "passed",
+            "metrics": {"graph_breaks": 2},
+        },
+        {
+            "case": "g.py::test_unknown",
+            "final": True,
+            "status": "failed",
+            "layer": "lowering",
+            "category": "lowering.unclassified",
+        },
+        {
+            "case": "g.py::test_known",
+            "final": True,
+            "status": "failed",
+            "layer": "lowering",
+            "category": "lowering.missing_operator",
+        },
+        {"case": "g.py::test_no_layer", "final": True, "status": "failed"},
+    ]
+    m = run_metrics(outcomes)
+    assert m.graph_breaks == 3
+    assert m.unclassified == 2  # lowering.unclassified and the one with no category
+    assert m.untriaged == 1  # no layer at all

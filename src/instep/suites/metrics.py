@@ -13,7 +13,9 @@ Definitions. A case *compiled* when its compiled leg ran (the triad says ``ok`` 
 ``mismatch``), or, for suites without a triad, when it passed or failed at ``runtime`` or
 ``numerics``; it *failed to compile* when the compiled leg raised, or it failed (or
 crashed) at a compile layer (``registration`` .. ``kernel_compile``). Failures with no
-layer yet (not triaged) are counted apart as ``untriaged`` and left out of both rates.
+layer yet (not triaged) are counted apart as ``untriaged`` and left out of both rates;
+failures with a layer but no known root cause (``*.unclassified``) are ``unclassified``.
+Graph breaks are Dynamo's counters plus the failures that are a graph break.
 The semantic pass rate is the share of compiled cases whose result was right.
 """
 
@@ -44,6 +46,9 @@ FAILING = frozenset({"failed", "error", "crashed", "timeout"})
 #: stage_timings keys that are whole compiles (Dynamo's entry; a lazy backward compile).
 COMPILE_TIME_KEYS = ("_compile.compile_inner", "compile_fx.<locals>.bw_compiler")
 AUTOTUNE_MARKERS = ("autotune", "select_algorithm", "benchmark_")
+#: Failures that are a graph break (Dynamo's Unsupported under ``fullgraph=True``): counted
+#: as graph breaks even when Dynamo's counter did not move before it raised.
+GRAPH_BREAK_CATEGORIES = frozenset({"dynamo.unsupported"})
 FIRST_RUN_STAGE = "first_run"  # a compiled graph's first call: running, not compiling
 
 
@@ -56,6 +61,7 @@ class RunMetrics:
     compile_failed: int = 0
     not_compiled: int = 0
     untriaged: int = 0
+    unclassified: int = 0
     compile_success_rate: float | None = None
     semantic_passed: int = 0
     semantic_pass_rate: float | None = None
@@ -158,6 +164,7 @@ def run_metrics(outcomes: list[dict[str, Any]], planned: int | None = None) -> R
         if status in FAILING:
             layers[o.get("layer") or "untriaged"] += 1
             category = o.get("category") or ""
+            m.unclassified += not category or category.endswith(".unclassified")
             if o.get("layer") == "runtime" or category.startswith("runtime"):
                 m.runtime_device_errors += 1
         metrics = o.get("metrics") or {}
@@ -165,7 +172,10 @@ def run_metrics(outcomes: list[dict[str, Any]], planned: int | None = None) -> R
         m.fallbacks += int(metrics.get("fallbacks") or 0)
         m.extern_calls += int(counters.get("inductor.extern_calls") or 0)
         m.generated_kernels += int(metrics.get("generated_kernels") or 0)
-        m.graph_breaks += int(metrics.get("graph_breaks") or 0)
+        breaks = int(metrics.get("graph_breaks") or 0)
+        if status in FAILING and o.get("category") in GRAPH_BREAK_CATEGORIES:
+            breaks = max(breaks, 1)  # under fullgraph=True the break is the failure itself
+        m.graph_breaks += breaks
         nodes_pre_fusion += int(counters.get("inductor_metrics.ir_nodes_pre_fusion") or 0)
         compile_s, autotune_s = compile_seconds(o)
         m.compile_time_s += compile_s
@@ -205,7 +215,8 @@ TABLE_ROWS: tuple[tuple[str, str, str], ...] = (
     ("compile success rate", "compile_success_rate", "{:.1%}"),
     ("compiled / failed to compile", "compiled", "{}"),
     ("semantic pass rate", "semantic_pass_rate", "{:.1%}"),
-    ("untriaged failures", "untriaged", "{}"),
+    ("failures without a layer", "untriaged", "{}"),
+    ("failures without a root-cause category", "unclassified", "{}"),
     ("crashes (signal)", "crashes", "{}"),
     ("time-outs", "timeouts", "{}"),
     ("runtime device errors", "runtime_device_errors", "{}"),
