@@ -8,6 +8,8 @@ modules do (``SM80OrLater``). Runs are real: real hosts, real forks and spawns.
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from tests.run.cases import by_case, show, write
 
@@ -315,3 +317,22 @@ def test_device_class_tells_torch_testing_which_classes_to_make(instep, device_s
     )
     assert result.code == 0, result.err
     assert by_case(show(instep, "of"))["test_env"]["status"] == "passed"
+
+
+def test_the_cuda_driver_probe_never_loads_the_driver():
+    from instep.run.device_probes import cuda_driver_initialised
+    from instep.run.process_model import device_initialised
+
+    def driver_mapped() -> bool:
+        with open("/proc/self/maps") as fh:
+            return "libcuda.so" in fh.read()
+
+    if driver_mapped():
+        pytest.skip("this process already loaded a CUDA driver")
+    # no driver loaded in this process: nothing can have initialised it
+    assert cuda_driver_initialised() is False
+    assert not driver_mapped()  # asking did not load it (RTLD_NOLOAD)
+    # the profile's probes: unknown or unimported modules say no, and import nothing
+    assert device_initialised(["torch_npu_not_installed.npu.is_initialized"]) is False
+    assert device_initialised(["instep.run.device_probes.cuda_driver_initialised"]) is False
+    assert "torch_npu_not_installed" not in sys.modules

@@ -8,8 +8,10 @@ dict. It retires after a failing case, or after one case with ``isolate='case'``
 
 Where its items come from depends on the process model (:mod:`instep.run.process_model`):
 under ``shared`` it inherits the host's collected items; under ``fork`` and ``spawn`` it
-imports and collects the test file of its first request itself, so a module that touches
-the device at import does so in the process that runs its cases. ``python -m
+collects for itself, so a module that touches the device at import does so in the
+process that runs its cases: a host's first case process collects the whole run (and
+reports it, with the modules its host may import: :class:`ImportWatch`), later ones the
+file or node id of their first request. ``python -m
 instep.run.case_process`` is the spawned form: it imports the preimports first.
 It never forks and never writes the store; the host watches it and reports its deaths.
 """
@@ -129,8 +131,8 @@ def case_main(
     if not plugin.served and first != COLLECT_RUN:
         # pytest stopped before running anything ("found no collectors" after the test
         # module failed to import): each requested case is an error saying why
-        why = "\n".join(e["longrepr"] for e in plugin.collect_errors)
-        _serve(ctx, {}, requests, events, first, why or f"pytest exited with {code} collecting it")
+        why = plugin.collect_error_text() or f"pytest exited with {code} collecting it"
+        _serve(ctx, {}, requests, events, first, why)
 
 
 class CollectingPlugin:
@@ -147,6 +149,9 @@ class CollectingPlugin:
     def pytest_collectreport(self, report) -> None:  # type: ignore[no-untyped-def]
         if report.failed:
             self.collect_errors.append(collect_error(report))
+
+    def collect_error_text(self) -> str | None:
+        return "\n".join(e["longrepr"] for e in self.collect_errors) or None
 
 
 class _CollectThenServe(CollectingPlugin):
@@ -186,8 +191,7 @@ class _CollectThenServe(CollectingPlugin):
                     "warm": self.watch.safe_modules([rootdir, *self.ctx.settings["paths"]]),
                 }
             )
-        missing = "\n".join(e["longrepr"] for e in self.collect_errors) or None
-        _serve(self.ctx, items, self.requests, self.events, self.first, missing)
+        _serve(self.ctx, items, self.requests, self.events, self.first, self.collect_error_text())
         return True
 
 

@@ -54,8 +54,9 @@ from instep.run.host_protocol import ENV_FDS, signal_name
 from instep.run.process_model import ProcessModel, device_initialised, warm_imports
 
 DUMP_GRACE_S = 0.5
-#: Imported in the host after collection when the suite itself imported Dynamo: the first
-#: compile's lazy imports (~5 s) are then paid once, not in every forked case.
+#: Imported in the host (``shared``: after collection, when the suite imported Dynamo;
+#: ``fork``: at start, checked by the device probes after): the first compile's lazy
+#: imports (~5 s) are then paid once, not in every forked case.
 WARM_AFTER_DYNAMO = ("torch._inductor.compile_fx",)
 #: How long a case process that collects for itself may take before its first case starts
 #: (importing an upstream test module and its OpInfo database takes seconds, not minutes).
@@ -100,11 +101,8 @@ class HostSession(CollectingPlugin):
         return True
 
     def _warm_compiler(self) -> None:
-        if "torch._dynamo" not in sys.modules:
-            return
-        for module in WARM_AFTER_DYNAMO:
-            with contextlib.suppress(Exception):
-                importlib.import_module(module)
+        if "torch._dynamo" in sys.modules:
+            warm_imports(list(WARM_AFTER_DYNAMO))
 
     def current_phase(self) -> str | None:
         return read_phase(self.ctx.board)
@@ -593,9 +591,7 @@ def main() -> int:
     ready: dict[str, Any] = {"type": "ready", "pid": os.getpid(), "model": str(host.model)}
     if not collects:
         if "torch" in sys.modules:  # no test module tells here whether it compiles
-            for module in WARM_AFTER_DYNAMO:
-                with contextlib.suppress(Exception):
-                    importlib.import_module(module)
+            warm_imports(list(WARM_AFTER_DYNAMO))
         if host.model is ProcessModel.FORK and device_initialised(settings.get("device_probe")):
             host.model = ProcessModel.SPAWN
             ready["model"] = str(host.model)
