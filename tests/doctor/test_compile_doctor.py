@@ -98,6 +98,44 @@ def test_cli_doctor_compile_timeout(tmp_path, instep):
     assert data["timed_out"] is True and data["stage_at_end"] == "scheduling"
 
 
+PRINT_CACHE = """\
+import os, pathlib
+cache = pathlib.Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+print("cache", cache, flush=True)
+(cache / "artifact").write_text("x")
+"""
+
+
+def test_the_callers_inductor_cache_wins_and_its_state_is_recorded(tmp_path, monkeypatch, capfd):
+    """A caller's TORCHINDUCTOR_CACHE_DIR is used even when the profile sets another, and
+    the result says which cache it was and whether it was empty when the command started."""
+    script = tmp_path / "cache.py"
+    script.write_text(PRINT_CACHE)
+    mine, profiles = tmp_path / "mine", tmp_path / "profiles"
+    mine.mkdir()
+    profiles.mkdir()
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(mine))
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(profiles)}
+    first = run_compile_doctor([sys.executable, str(script)], threshold_s=60, env=env)
+    assert first.exit_code == 0
+    assert f"cache {mine}" in capfd.readouterr().out
+    assert first.as_dict()["inductor_cache_dir"] == str(mine)
+    assert first.as_dict()["inductor_cache_empty_at_start"] is True
+    second = run_compile_doctor([sys.executable, str(script)], threshold_s=60, env=env)
+    assert second.cache == {"inductor_cache_dir": str(mine), "inductor_cache_empty_at_start": False}
+    assert not any(profiles.iterdir())
+
+
+def test_cli_doctor_compile_prints_the_cache_it_used(tmp_path, monkeypatch, instep):
+    script = tmp_path / "cache.py"
+    script.write_text(PRINT_CACHE)
+    (tmp_path / "c").mkdir()
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "c"))
+    result = instep("doctor", "compile", "--", "python", str(script))
+    assert result.code == 0
+    assert f"Inductor cache: {tmp_path / 'c'} (empty at start)\n" in result.err
+
+
 def test_command_lines(tmp_path):
     script = tmp_path / "s.py"
     script.write_text("")

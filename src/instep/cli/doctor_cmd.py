@@ -157,6 +157,9 @@ def compile_command(
     if json_out:
         _emit_json(result.as_dict(), json_out)
     console = Console(stderr=True)
+    warmth = "empty at start" if result.cache["inductor_cache_empty_at_start"] else "warm"
+    cache = result.cache["inductor_cache_dir"]  # a path: never wrapped, so it can be copied
+    console.print(f"Inductor cache: {cache} ({warmth})", highlight=False, soft_wrap=True)
     _print_stage_table(console, result.graphs)
     for entry in result.snapshot.get("autotune", []):
         failed = entry.get("failed") or ([entry["config"]] if "config" in entry else [])

@@ -30,6 +30,7 @@ import instep
 from instep.doctor.compile_bootstrap import CONFIG_ENV
 from instep.doctor.env_checks import is_this_python
 from instep.errors import BadInput, MissingInput
+from instep.inductor_cache import CACHE_VARIABLES, cache_state
 
 TIMEOUT_EXIT = 124  # like coreutils' timeout
 DUMP_GRACE_S = 3.0
@@ -41,6 +42,9 @@ class CompileDoctorResult:
     timed_out: bool
     snapshot: dict[str, Any] = field(default_factory=dict)
     wall_s: float = 0.0
+    #: ``inductor_cache_dir`` and ``inductor_cache_empty_at_start``: stage times from a warm
+    #: cache are not those of a cold one
+    cache: dict[str, Any] = field(default_factory=dict)
 
     @property
     def graphs(self) -> list[dict[str, Any]]:
@@ -61,6 +65,7 @@ class CompileDoctorResult:
             "timed_out": self.timed_out,
             "stage_at_end": self.stage_at_end,
             "wall_s": round(self.wall_s, 3),
+            **self.cache,
             **self.snapshot,
         }
 
@@ -136,12 +141,15 @@ def run_compile_doctor(
         "repeat_s": repeat_s,
         "snapshot": str(snapshot.resolve()),
     }
-    child_env = {**os.environ, **(env or {}), CONFIG_ENV: json.dumps(config)}
+    caller_cache = {k: os.environ[k] for k in CACHE_VARIABLES if os.environ.get(k)}
+    # the caller's cache (a CI cache, a clean-cache experiment) wins over the profile's
+    child_env = {**os.environ, **(env or {}), **caller_cache, CONFIG_ENV: json.dumps(config)}
     if not is_this_python(interpreter):
         root = str(Path(instep.__file__).resolve().parent.parent)
         child_env["PYTHONPATH"] = os.pathsep.join(
             p for p in (root, child_env.get("PYTHONPATH")) if p
         )
+    cache = cache_state(child_env)
     started = time.monotonic()
     timed_out = False
     try:
@@ -173,7 +181,7 @@ def run_compile_doctor(
         code = TIMEOUT_EXIT
     elif code < 0:
         code = 128 - code  # killed by a signal: shell convention
-    return CompileDoctorResult(code, timed_out, data, time.monotonic() - started)
+    return CompileDoctorResult(code, timed_out, data, time.monotonic() - started, cache)
 
 
 def _stop(proc: subprocess.Popen[bytes], dump: bool = True) -> int:
