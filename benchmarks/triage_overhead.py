@@ -4,7 +4,9 @@ Runs a generated suite of quick cases -- a quarter passing, the rest failing wit
 exceptions of different shapes (messages of seed 000's signatures, deep frames) -- with
 `instep run --profile npu`, which classifies every non-passing outcome as it is stored.
 Then classifies the stored outcomes again in-process with the same classifier, timing only
-that, and prints the classification time as a share of the run's wall time.
+that, and prints the classification time as a share of the run's wall time. Before it
+prints, it checks the run stored every case with the suite's failures, and that the timed
+classification gives each failure the layer the run stored (the same work, done twice).
 (`--bisect` costs are printed by `instep run --bisect` itself, per run.)
 
 Usage: python benchmarks/triage_overhead.py [--cases 400] [--workers 2]
@@ -100,13 +102,21 @@ def main() -> None:
         run = store.get_run("bench")
         rows = [outcome_dict(o) for o in store.outcomes(run.id)]
         failing = [r for r in rows if r["status"] not in ("passed", "skipped")]
+        # the same work as the run: every case stored, the suite's failures and no others
+        expected_failing = args.cases - len(range(0, args.cases, 4))
+        if len(rows) != args.cases or len(failing) != expected_failing:
+            raise SystemExit(
+                f"the run stored {len(rows)} cases ({len(failing)} failing); the suite has "
+                f"{args.cases} ({expected_failing} failing): no figure"
+            )
         classifier = Classifier(load_profile("npu"))
         t0 = time.perf_counter()
-        for r in failing:
-            classifier.classify(r)
+        results = [classifier.classify(r) for r in failing]
         spent = time.perf_counter() - t0
         layers: dict[str, int] = {}
-        for r in failing:
+        for r, again in zip(failing, results, strict=True):
+            if again is None or str(again.layer) != str(r.get("layer")):
+                raise SystemExit(f"{r['nodeid']}: stored layer {r.get('layer')}, now {again}")
             layers[str(r.get("layer"))] = layers.get(str(r.get("layer")), 0) + 1
         print(f"run: {len(rows)} cases ({len(failing)} failing) in {wall:.2f} s wall")
         print(
