@@ -10,6 +10,8 @@ wait4):
      file (the everyday re-run while adapting the backend);
   4. griffe: load torch._inductor from both versions and `find_breaking_changes`;
   5. instep on griffe's scope: the symbol diff of torch/_inductor alone, cold.
+Before the griffe ratio is printed, both sides must have read the same files of both
+versions (griffe's loaded modules against instep's file pairs: count and names).
 Prints the figures and the ratios (targets: cold <= 20 s, >= 5x faster than griffe,
 warm <= 3 s, peak RSS <= 2 GB). Needs `pip install -e .[bench]` (griffe) and the wheels
 reachable by `pip download` (they lie on local disk here), or --old/--new/--down given
@@ -78,10 +80,21 @@ print("units", s["units"], "couplings", s["couplings"], s["by_action"], r.stats[
 """
 
 GRIFFE = """
+import hashlib
+from pathlib import Path
 import griffe
 old = griffe.load("torch._inductor", search_paths=[{old!r}], resolve_aliases=False)
 new = griffe.load("torch._inductor", search_paths=[{new!r}], resolve_aliases=False)
 n = sum(1 for _ in griffe.find_breaking_changes(old, new))
+def files(module, root):
+    out = {{Path(module.filepath).resolve().relative_to(root).as_posix()}}
+    for member in module.members.values():
+        if not member.is_alias and member.is_module:
+            out |= files(member, root)
+    return out
+for side, mod, root in (("old", old, {old!r}), ("new", new, {new!r})):
+    read = sorted(files(mod, Path(root).resolve()))
+    print("read", side, len(read), hashlib.sha1("\\n".join(read).encode()).hexdigest()[:12])
 print("griffe breakages", n)
 """
 
@@ -104,7 +117,7 @@ def extract(wheel: Path, dest: Path) -> Path:
 
 
 SCOPE = """
-import sys, time
+import hashlib, sys, time
 from pathlib import Path
 from instep.impact.cache import ContentCache
 from instep.impact.indexing import diff_versions
@@ -114,6 +127,9 @@ paths = sorted({{p.relative_to(r).as_posix() for r in (old, new)
 read = lambda r, p: (r / p).read_bytes() if (r / p).is_file() else None
 pairs = [(p, read(old, p), read(new, p)) for p in paths]
 d = diff_versions(pairs, cache=ContentCache(Path({cache!r}), "symbols"))
+for side, at in (("old", 1), ("new", 2)):
+    read = [pair[0] for pair in pairs if pair[at] is not None]
+    print("read", side, len(read), hashlib.sha1("\\n".join(read).encode()).hexdigest()[:12])
 print("files", len(paths), "symbol changes", len(d.changes))
 """
 
@@ -167,17 +183,31 @@ def release(tmp: Path, args: argparse.Namespace) -> None:
     print(f"instep edit : {edit:6.2f} s  peak RSS {edit_rss:7.0f} MiB   {note}")
     old_root = _tree(old, tmp / "old", only="torch/_inductor/")
     new_root = _tree(new, tmp / "new", only="torch/_inductor/")
-    g, g_rss, out = run_child(GRIFFE.format(old=str(old_root), new=str(new_root)))
-    print(f"griffe      : {g:6.2f} s  peak RSS {g_rss:7.0f} MiB   {out.strip()}")
+    g, g_rss, g_out = run_child(GRIFFE.format(old=str(old_root), new=str(new_root)))
+    print(f"griffe      : {g:6.2f} s  peak RSS {g_rss:7.0f} MiB   {_last(g_out)}")
     scope_code = SCOPE.format(old=str(old_root), new=str(new_root), cache=str(tmp / "c-scope"))
-    s, s_rss, out = run_child(scope_code)
-    print(f"instep scope: {s:6.2f} s  peak RSS {s_rss:7.0f} MiB   {out.strip()} (griffe's scope)")
+    s, s_rss, s_out = run_child(scope_code)
+    print(f"instep scope: {s:6.2f} s  peak RSS {s_rss:7.0f} MiB   {_last(s_out)} (griffe's scope)")
+    # the same work: both sides read the same files of both versions (count and names)
+    g_read, s_read = _read_lines(g_out), _read_lines(s_out)
+    if g_read != s_read or len(g_read) != 2:
+        raise SystemExit(f"griffe and instep read different files: {g_read} vs {s_read}")
+    print("same files read by both: " + "; ".join(g_read))
     print(
         f"ratio griffe/instep on griffe's scope = {g / s:.2f}x (target >= 5x); "
         f"griffe/instep whole release cold = {g / cold:.2f}x; "
         f"cold {'OK' if cold <= 20 else 'SLOW'} (<= 20 s); warm {'OK' if warm <= 3 else 'SLOW'} "
         f"(<= 3 s); RSS {'OK' if max(cold_rss, warm_rss, edit_rss) <= 2048 else 'HIGH'} (<= 2 GB)"
     )
+
+
+def _last(out: str) -> str:
+    return out.strip().splitlines()[-1] if out.strip() else ""
+
+
+def _read_lines(out: str) -> list[str]:
+    """The ``read SIDE N SHA`` lines a child printed: which files it read, per version."""
+    return [line[5:] for line in out.splitlines() if line.startswith("read ")]
 
 
 def per_commit(tmp: Path, commits: int) -> None:
