@@ -12,10 +12,11 @@ wait4):
   5. instep on griffe's scope: the symbol diff of torch/_inductor alone, cold.
 Before the griffe ratio is printed, both sides must have read the same files of both
 versions (griffe's loaded modules against instep's file pairs: count and names).
-Prints the figures and the ratios (targets: cold <= 20 s, >= 5x faster than griffe,
-warm <= 3 s, peak RSS <= 2 GB). Needs `pip install -e .[bench]` (griffe) and the wheels
-reachable by `pip download` (they lie on local disk here), or --old/--new/--down given
-as wheels or source trees.
+The warm run must give the cold run's summary (units, couplings, actions), and the edited
+run the same units. Prints the figures and the ratios (targets: cold <= 20 s, >= 5x
+faster than griffe, warm <= 3 s, peak RSS <= 2 GB). Needs `pip install -e .[bench]`
+(griffe) and the wheels reachable by `pip download` (they lie on local disk here), or
+--old/--new/--down given as wheels or source trees.
 
 Also measures per-commit mode on a generated git history with torch-sized files
 (target >= 20 commits/s).
@@ -76,7 +77,8 @@ from instep.impact.analysis import ImpactRequest, analyse
 r = analyse(ImpactRequest(downstream={down!r}, upstream_old={old!r}, upstream_new={new!r},
                           cache_dir=Path({cache!r})))
 s = r.summary()
-print("units", s["units"], "couplings", s["couplings"], s["by_action"], r.stats["timings_s"])
+print("units", s["units"], "couplings", s["couplings"], s["by_action"])
+print("timings", r.stats["timings_s"])
 """
 
 GRIFFE = """
@@ -168,17 +170,21 @@ def release(tmp: Path, args: argparse.Namespace) -> None:
     old, new, down = _inputs(tmp, args)
     cache = tmp / "cache"
     code = INSTEP.format(down=down, old=old, new=new, cache=str(cache))
-    cold, cold_rss, out = run_child(code)
-    print(f"instep cold : {cold:6.2f} s  peak RSS {cold_rss:7.0f} MiB   {out.strip()}")
-    warm, warm_rss, out = run_child(code)
+    cold, cold_rss, cold_out = run_child(code)
+    print(f"instep cold : {cold:6.2f} s  peak RSS {cold_rss:7.0f} MiB   {cold_out.strip()}")
+    warm, warm_rss, warm_out = run_child(code)
     print(f"instep warm : {warm:6.2f} s  peak RSS {warm_rss:7.0f} MiB   (unchanged inputs)")
+    if cold_out.splitlines()[0] != warm_out.splitlines()[0]:  # the same report, remembered
+        raise SystemExit(f"warm and cold runs disagree: {warm_out!r} vs {cold_out!r}")
     # the everyday re-run: one downstream file edited since the last analysis
     edited = _tree(down, tmp / "down-edited")
     code = INSTEP.format(down=str(edited), old=old, new=new, cache=str(cache))
     # same paths as in the wheel, so the per-file caches of the cold run apply
     first = sorted(edited.rglob("*.py"))[len(list(edited.rglob("*.py"))) // 2]
     first.write_text(first.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
-    edit, edit_rss, _ = run_child(code)
+    edit, edit_rss, edit_out = run_child(code)
+    if edit_out.splitlines()[0].split()[:2] != cold_out.splitlines()[0].split()[:2]:
+        raise SystemExit(f"the edited run analysed other units: {edit_out!r} vs {cold_out!r}")
     note = "(one downstream file edited)"
     print(f"instep edit : {edit:6.2f} s  peak RSS {edit_rss:7.0f} MiB   {note}")
     old_root = _tree(old, tmp / "old", only="torch/_inductor/")
