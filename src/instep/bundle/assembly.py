@@ -35,6 +35,7 @@ from instep.bundle.reproducer import (
 )
 from instep.bundle.selection import Selection
 from instep.bundle.writer import MARKER, BundleWriter
+from instep.outcome import MANIFESTATIONS
 from instep.profiles import Profile
 
 log = logging.getLogger(__name__)
@@ -232,7 +233,7 @@ def _same_signature(
     profile: Profile, case: str, stored: dict[str, Any], result: RerunResult
 ) -> bool | None:
     """Whether the re-run failed with the stored failure's signature (None: cannot tell)."""
-    if result.outcome is None and result.status not in ("crashed", "timeout"):
+    if result.outcome is None and result.status not in MANIFESTATIONS:
         return None
     if not stored.get("signature"):
         return None

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from instep.cli.context import AppContext
 from instep.cli.run_cmd import db_option, format_option, open_store
+from instep.outcome import FAILING
 
 
 @click.command("runs")
@@ -35,7 +36,7 @@ def runs_command(app: AppContext, fmt: str, db: str | None) -> None:
     table = Table("run", "status", "profile", "shard", "started", "cases", "passed", "failing")
     for row in rows:
         counts = row["counts"]
-        failing = sum(counts.get(s, 0) for s in ("failed", "error", "crashed", "timeout"))
+        failing = sum(counts.get(s, 0) for s in FAILING)
         table.add_row(
             row["name"],
             row["status"],

@@ -20,6 +20,7 @@ from rich.table import Table
 from instep.cli.context import AppContext
 from instep.cli.run_cmd import db_option, format_option, open_store
 from instep.errors import BadInput
+from instep.outcome import FAILING
 
 FORMATS = ("instep", "pytorch", "npu")
 
@@ -100,7 +101,7 @@ def tier_l2(
         store.close()
     groups: dict[str, list[str]] = defaultdict(list)
     for o in outcomes:
-        if o["status"] not in ("failed", "error", "crashed", "timeout"):
+        if o["status"] not in FAILING:
             continue
         key = o["signature"] or o["category"] or o["exception_type"] or o["status"]
         groups[key].append(o["case"])

@@ -22,9 +22,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from instep.layers import Layer
+from instep.outcome import FAILING, MANIFESTATIONS
 from instep.suites.case_record import LEGS, read_case_figures
 from instep.suites.metrics import RunMetrics, run_metrics, table_rows
-from instep.triage.batches import FAILING, Batch, first_seen, follow, group_batches
+from instep.triage.batches import Batch, first_seen, follow, group_batches
 from instep.triage.migration import CaseMigration, follow_cases, step_label
 
 #: Runs of the same profile and tier shown in the trend (the reported run included).
@@ -90,7 +91,7 @@ def traceback_text(outcome: dict[str, Any]) -> str:
     text = (outcome.get("longrepr") or "").strip()
     if not text:
         text = format_chain(outcome.get("exception_chain") or [])
-        if outcome.get("status") in ("crashed", "timeout") and outcome.get("stderr_tail"):
+        if outcome.get("status") in MANIFESTATIONS and outcome.get("stderr_tail"):
             text = (text + "\n\n" if text else "") + str(outcome["stderr_tail"]).strip()
     lines = text.splitlines()
     if len(lines) > MAX_TRACEBACK_LINES:

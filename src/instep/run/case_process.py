@@ -35,7 +35,8 @@ from typing import Any
 
 import pytest
 
-from instep.run.host_protocol import FAILING, last_error_line
+from instep.outcome import FAILING
+from instep.run.host_protocol import last_error_line
 from instep.run.process_model import ImportWatch
 from instep.run.pytest_plugin import OutcomeRecorder
 

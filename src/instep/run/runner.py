@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 from instep.doctor.version_matrix import read_version_matrix
 from instep.errors import BadInput, InstepError, MissingDependency
+from instep.outcome import FAILING, MANIFESTATIONS
 from instep.profiles import Profile
 from instep.run.exception_chain import module_from_path
-from instep.run.host_protocol import FAILING, last_error_line
+from instep.run.host_protocol import last_error_line
 from instep.run.process_model import choose as choose_model
 from instep.run.sharding import select_shard
 from instep.run.worker_pool import HostConfig, PoolEvent, WorkerPool, WorkItem, check_python_module
@@ -559,7 +560,7 @@ def _note_stack_layer(data: dict[str, Any], profile: Profile) -> None:
     The frames come from faulthandler's dump (files only), so modules are read from the
     file paths. Stored as ``evidence.stack_layer`` with the frame; triage decides layers.
     """
-    if data.get("status") not in ("crashed", "timeout"):
+    if data.get("status") not in MANIFESTATIONS:
         return
     if (data.get("evidence") or {}).get("stack_layer"):
         return  # the worker host read the running compile stage: that is better evidence

@@ -25,12 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from instep.errors import BadInput, MissingInput
+from instep.outcome import FAILING, PASSING
 from instep.tomlfile import load_toml
 
 #: torch_npu's reason classes in ``disabled_tests_type.json``.
 NPU_TYPES = ("DTYPE", "VALUE", "MEMORY", "NOT_SUPPORT", "HCCL", "ERROR_MSG_UNMATCH", "OTHER")
-FAILING = frozenset({"failed", "error", "crashed", "timeout"})
-PASSING = frozenset({"passed", "xpassed"})
 _UNITTEST_NAME = re.compile(r"^(?P<test>[^\s(]+)\s+\((?P<module>[^)]*?)\.?(?P<cls>[^.)]+)\)$")
 
 

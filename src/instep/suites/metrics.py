@@ -26,6 +26,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from instep.outcome import FAILING, MANIFESTATIONS, PASSING
 from instep.suites.case_record import read_case_figures
 
 COMPILE_LAYERS = frozenset(
@@ -42,7 +43,6 @@ COMPILE_LAYERS = frozenset(
 )
 AFTER_COMPILE_LAYERS = frozenset({"runtime", "numerics"})
 BEFORE_COMPILE_LAYERS = frozenset({"env", "eager"})
-FAILING = frozenset({"failed", "error", "crashed", "timeout"})
 #: stage_timings keys that are whole compiles (Dynamo's entry; a lazy backward compile).
 COMPILE_TIME_KEYS = ("_compile.compile_inner", "compile_fx.<locals>.bw_compiler")
 AUTOTUNE_MARKERS = ("autotune", "select_algorithm", "benchmark_")
@@ -93,9 +93,9 @@ def _compile_state(outcome: dict[str, Any], triad: dict[str, str]) -> str:
         return "skipped"
     if "compiled_device" in triad:
         return "compile_failed" if triad["compiled_device"] == "fail" else "compiled"
-    if triad and status in FAILING and status not in ("crashed", "timeout"):
+    if triad and status in FAILING and status not in MANIFESTATIONS:
         return "not_compiled"  # an eager leg failed first
-    if status in ("passed", "xpassed"):
+    if status in PASSING:
         return "compiled"
     if status == "xfailed":
         return "skipped"
@@ -112,7 +112,7 @@ def _compile_state(outcome: dict[str, Any], triad: dict[str, str]) -> str:
 def _semantic_ok(outcome: dict[str, Any], triad: dict[str, str]) -> bool:
     if "compiled_device" in triad and triad["compiled_device"] != "ok":
         return False
-    return outcome["status"] in ("passed", "xpassed")
+    return outcome["status"] in PASSING
 
 
 def compile_seconds(outcome: dict[str, Any]) -> tuple[float, float]:

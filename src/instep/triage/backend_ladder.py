@@ -37,9 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from instep.layers import Layer
+from instep.outcome import FAILING
 from instep.profiles import Profile
 from instep.triage.backend_redirect import ENV, NEEDS_OWN_HOST
-from instep.triage.classifier import CLASSIFIED, Classifier
+from instep.triage.classifier import Classifier
 
 DEBUG_RUNGS = ("eager", "aot_eager", "aot_eager_decomp_partition")
 _RUNG_LAYER = {"aot_eager": Layer.AOT, "aot_eager_decomp_partition": Layer.DECOMPOSITION}
@@ -65,7 +66,7 @@ def ladder_verdict(
     verdict: dict[str, Any] = {"rungs": rungs, "reproduced": False, "layer": None}
     for rung in (*DEBUG_RUNGS, target):
         got = rungs.get(rung)
-        if got is None or got.get("status") not in CLASSIFIED:
+        if got is None or got.get("status") not in FAILING:
             continue
         if got.get("signature") != original_signature:
             continue  # another failure: this rung does not reproduce the original
@@ -100,7 +101,7 @@ def bisect_run(
     failed = {
         r["case"]: r
         for r in store.outcome_rows(run.id)
-        if r["status"] in CLASSIFIED and not str(r["category"] or "").startswith("env.")
+        if r["status"] in FAILING and not str(r["category"] or "").startswith("env.")
     }
     report.cases = len(failed)
     if not failed:
@@ -112,9 +113,7 @@ def bisect_run(
 
     def note(case: str, rung: str, outcome: dict[str, Any], todo: set[str]) -> None:
         got = rungs[case][rung] = _rung_record(outcome)
-        if got.get("status") in CLASSIFIED and (
-            got.get("signature") == failed[case].get("signature")
-        ):
+        if got.get("status") in FAILING and (got.get("signature") == failed[case].get("signature")):
             todo.discard(case)
 
     with _LadderHosts(run, profile, sorted(failed), workers, inductor_cache_dir, base) as hosts:

@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from instep.layers import Layer
-
-FAILING = frozenset({"failed", "error", "crashed", "timeout"})
+from instep.outcome import FAILING
 
 
 def batch_id(layer: str | None, category: str | None, signature: str | None) -> str:
@@ -182,7 +181,7 @@ def first_seen(store: Any, run: Any) -> dict[str, str]:
             .join(Run, Run.id == Outcome.run_id)
             .where(
                 Outcome.final.is_(True),
-                Outcome.status.in_(sorted(FAILING)),
+                Outcome.status.in_(sorted(s.value for s in FAILING)),
                 Outcome.signature.is_not(None),
                 Run.id != run.id,
                 Run.started_at <= run.started_at,

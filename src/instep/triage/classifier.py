@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from instep.layers import Layer
+from instep.outcome import FAILING
 from instep.profiles import Profile
 from instep.triage.exception_layers import chain_layer, touches_compiler
 from instep.triage.message_rules import (
@@ -37,9 +38,6 @@ from instep.triage.message_rules import (
 )
 from instep.triage.numerics import mismatch_from_message, subcategory
 from instep.triage.signature import failure_signature
-
-#: Statuses the classifier files; passes and skips are left alone.
-CLASSIFIED = frozenset({"failed", "error", "crashed", "timeout"})
 
 CONFIDENCE_LADDER = 0.95
 CONFIDENCE_FRAMES = 0.8
@@ -76,7 +74,7 @@ class Classifier:
 
     def classify(self, data: dict[str, Any]) -> Classification | None:
         status = data.get("status")
-        if status not in CLASSIFIED:
+        if status not in FAILING:
             return None
         chain = list(data.get("exception_chain") or [])
         message = data.get("message") or ""

@@ -22,8 +22,8 @@ from itertools import pairwise
 from typing import Any
 
 from instep.layers import Layer
+from instep.outcome import FAILING
 
-FAILING = frozenset({"failed", "error", "crashed", "timeout"})
 LABELS = ("new", "fixed", "deeper", "shallower", "changed", "still_failing", "flaky")
 
 

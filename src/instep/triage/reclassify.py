@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from instep.outcome import FAILING
 from instep.profiles import Profile
-from instep.triage.classifier import CLASSIFIED, Classifier
+from instep.triage.classifier import Classifier
 
 
 def reclassify_run(store: Any, run: Any, profile: Profile, every: bool = False) -> int:
@@ -27,7 +28,7 @@ def reclassify_run(store: Any, run: Any, profile: Profile, every: bool = False) 
             select(Outcome).where(
                 Outcome.run_id == run.id,
                 Outcome.final.is_(True),
-                Outcome.status.in_(sorted(CLASSIFIED)),
+                Outcome.status.in_(sorted(s.value for s in FAILING)),
             )
         ).all()
         for outcome in rows:
