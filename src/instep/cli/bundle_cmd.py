@@ -12,8 +12,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from instep.cli.context import AppContext
-from instep.cli.run_cmd import db_option, open_store
+from instep.cli.context import AppContext, db_option, open_store
 
 
 @click.command("bundle")
@@ -53,11 +52,8 @@ def bundle_command(
     """Write the evidence bundle of CASE (a node id) or BATCH (an id from 'instep triage')."""
     from instep.bundle import build_bundle, select
 
-    store = open_store(app, db, must_exist=True)
-    try:
+    with open_store(app, db, must_exist=True) as store:
         selection = select(store, run_ref, target)
-    finally:
-        store.close()
     profile = app.profile(selection.run["profile"])
     result = build_bundle(
         selection,

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import click
 
-from instep.cli.context import AppContext
-from instep.cli.run_cmd import db_option, open_store
+from instep.cli.context import AppContext, db_option, open_store
 from instep.errors import BadInput
 
 
@@ -67,11 +66,8 @@ def report_command(
 
         require_plotly()  # before reading anything: a missing extra is said at once
         output_directory(out)
-    store = open_store(app, db, must_exist=True)
-    try:
+    with open_store(app, db, must_exist=True) as store:
         summary = summarize_run(store, run_ref, history=history)
-    finally:
-        store.close()
     if fmt == "html":
         from instep.report.dashboard import write_dashboard
 

@@ -9,8 +9,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from instep.cli.context import AppContext
-from instep.cli.run_cmd import db_option, format_option, open_store
+from instep.cli.context import AppContext, db_option, format_option, open_store
 from instep.outcome import FAILING
 
 
@@ -22,14 +21,11 @@ def runs_command(app: AppContext, fmt: str, db: str | None) -> None:
     """List the runs of the store, oldest first."""
     from instep.store import run_dict
 
-    store = open_store(app, db, must_exist=True)
-    try:
+    with open_store(app, db, must_exist=True) as store:
         rows = [
             run_dict(run, store.status_counts(run.id), store.planned_count(run.id))
             for run in store.list_runs()
         ]
-    finally:
-        store.close()
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
         return

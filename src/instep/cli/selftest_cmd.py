@@ -8,8 +8,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from instep.cli.context import AppContext
-from instep.cli.run_cmd import format_option
+from instep.cli.context import AppContext, format_option
 
 
 @click.command("selftest")

@@ -12,8 +12,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from instep.cli.context import AppContext
-from instep.cli.run_cmd import db_option, format_option, open_store
+from instep.cli.context import AppContext, db_option, format_option, open_store
 
 
 @click.command("show")
@@ -47,14 +46,11 @@ def show_command(
     """Show the outcomes of RUN (a name, an id, or 'latest')."""
     from instep.store import run_dict
 
-    store = open_store(app, db, must_exist=True)
-    try:
+    with open_store(app, db, must_exist=True) as store:
         run = store.get_run(run_ref)
         outcomes = store.outcome_rows(run.id, final_only=not all_attempts)
         counts = store.status_counts(run.id)
         planned = store.planned_count(run.id)
-    finally:
-        store.close()
     if statuses:
         outcomes = [o for o in outcomes if o["status"] in statuses]
     if show_metrics:

@@ -17,8 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from instep.cli.context import AppContext
-from instep.cli.run_cmd import db_option, format_option, open_store
+from instep.cli.context import AppContext, db_option, format_option, open_store
 from instep.errors import BadInput
 from instep.outcome import FAILING
 
@@ -92,13 +91,10 @@ def tier_l2(
     """Write tier L2 (batch regression): the failing cases of RUN, batch by batch."""
     from instep.suites.tiers import tier_file, write_tier_file
 
-    store = open_store(app, db, must_exist=True)
-    try:
+    with open_store(app, db, must_exist=True) as store:
         run = store.get_run(run_ref)
         outcomes = store.outcome_rows(run.id)
         root = store.get_run(run_ref).settings.get("cwd") or str(Path.cwd())
-    finally:
-        store.close()
     groups: dict[str, list[str]] = defaultdict(list)
     for o in outcomes:
         if o["status"] not in FAILING:
@@ -143,12 +139,9 @@ def tier_check(
     from instep.suites.expected_failures import builtin_lists, load_lists, reconcile
     from instep.suites.tiers import available_tiers
 
-    store = open_store(app, db, must_exist=True)
-    try:
+    with open_store(app, db, must_exist=True) as store:
         run = store.get_run(run_ref)
         outcomes = store.outcome_rows(run.id)
-    finally:
-        store.close()
     paths = list(lists)
     if not paths and run.tier:
         tier = available_tiers(app.config).get(run.tier)
@@ -229,12 +222,9 @@ def tier_propose(
     """For each listed entry RUN executed: a proposed layer, category and reason."""
     from instep.suites.expected_failures import load_lists, propose, unittest_name
 
-    store = open_store(app, db, must_exist=True)
-    try:
+    with open_store(app, db, must_exist=True) as store:
         run = store.get_run(run_ref)
         outcomes = store.outcome_rows(run.id)
-    finally:
-        store.close()
     proposals = propose(outcomes, load_lists(lists))
     if fmt == "json":
         click.echo(json.dumps([p.as_dict() for p in proposals], indent=2, ensure_ascii=False))

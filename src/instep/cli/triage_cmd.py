@@ -16,8 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from instep.cli.context import AppContext
-from instep.cli.run_cmd import db_option, format_option, open_store
+from instep.cli.context import AppContext, db_option, format_option, open_store
 
 
 @click.command("triage")
@@ -39,8 +38,7 @@ def triage_command(
     from instep.triage.batches import first_seen, follow, group_batches, store_batches
     from instep.triage.reclassify import reclassify_run
 
-    store = open_store(app, db, must_exist=True)
-    try:
+    with open_store(app, db, must_exist=True) as store:
         run = store.get_run(run_ref)
         reclassify_run(store, run, app.profile(run.profile), every=reclassify)
         outcomes = store.outcome_rows(run.id)
@@ -53,8 +51,6 @@ def triage_command(
             reclassify_run(store, base, app.profile(base.profile), every=reclassify)
             base_batches = group_batches(store.outcome_rows(base.id))
             progress = follow(base_batches, outcomes)
-    finally:
-        store.close()
     if fmt == "json":
         data = {
             "run": run.name,

@@ -43,12 +43,9 @@ def merge_into(target: Store, sources: list[str]) -> MergeReport:
     for source in sources:
         if "://" not in source and not Path(source).is_file():
             raise MissingInput(f"merge: store {source} does not exist")
-        src = Store(source)
-        try:
+        with Store(source) as src:
             for run in src.list_runs():
                 _copy_run(src, target, run, report)
-        finally:
-            src.close()
     return report
 
 

@@ -87,7 +87,10 @@ def new_run_name() -> str:
 
 
 class Store:
-    """The result store at ``target`` (path or URL), migrated to the current schema."""
+    """The result store at ``target`` (path or URL), migrated to the current schema.
+
+    A context manager: ``with Store(target) as store:`` closes it (disposes of its
+    engine) on leaving the block, whatever happened inside."""
 
     def __init__(self, target: str | Path) -> None:
         self.target = str(target)
@@ -99,6 +102,12 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def session(self) -> Session:
         return Session(self.engine, expire_on_commit=False)

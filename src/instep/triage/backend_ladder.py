@@ -249,11 +249,8 @@ def _run_rung_own_hosts(
     opts = _ladder_options(run, cases, workers, inductor_cache_dir, base, f"ladder-{rung}")
     db = str(Path(tmp) / f"{rung}.db")
     result = execute_run(db, rung_profile, opts)
-    store = Store(db)
-    try:
+    with Store(db) as store:
         return {r["case"]: r for r in store.outcome_rows(result.run.id)}, result.hosts_started
-    finally:
-        store.close()
 
 
 class _LadderHosts:
