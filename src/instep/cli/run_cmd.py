@@ -210,9 +210,12 @@ def run_command(
     if resume and (paths or tier or run_name):
         raise BadInput("--resume RUN reuses the run's paths and name: give no PATHS/--tier/--run")
     from instep.run.progress import ProgressReporter
+    from instep.triage.classifier import Classifier
 
     target = store_target(app, db)
-    result = execute_run(target, profile, opts, ProgressReporter(), resume=resume)
+    result = execute_run(
+        target, profile, opts, ProgressReporter(), resume=resume, classifier=Classifier
+    )
     if bisect:
         _bisect(target, result, profile, opts)
     if junit_xml is not None:

@@ -39,6 +39,8 @@ from typing import Any
 from instep.layers import Layer
 from instep.outcome import FAILING
 from instep.profiles import Profile
+from instep.run.runner import RunOptions, classified_outcome, execute_run, make_pool
+from instep.run.worker_pool import WorkItem
 from instep.triage.backend_redirect import ENV, NEEDS_OWN_HOST
 from instep.triage.classifier import Classifier
 
@@ -200,11 +202,9 @@ def _ladder_options(
     inductor_cache_dir: Path | None,
     base: Any,
     name: str,
-) -> Any:
+) -> RunOptions:
     """Options of the ladder's re-runs: the run's settings, isolated cases, the redirect
     plugin, and the devices and engine the run had."""
-    from instep.run.runner import RunOptions
-
     settings = dict(run.settings or {})
     engine = {}
     if base is not None:
@@ -242,13 +242,12 @@ def _run_rung_own_hosts(
     """Run ``cases`` in hosts started with ``rung`` set (so that it reaches what the
     test modules compile at import), in a temporary store: their classified outcomes and
     how many hosts that started."""
-    from instep.run.runner import execute_run
     from instep.store import Store
 
     rung_profile = profile.model_copy(update={"env": {**profile.env, ENV: rung}})
     opts = _ladder_options(run, cases, workers, inductor_cache_dir, base, f"ladder-{rung}")
     db = str(Path(tmp) / f"{rung}.db")
-    result = execute_run(db, rung_profile, opts)
+    result = execute_run(db, rung_profile, opts, classifier=Classifier)
     with Store(db) as store:
         return {r["case"]: r for r in store.outcome_rows(result.run.id)}, result.hosts_started
 
@@ -270,8 +269,6 @@ class _LadderHosts:
         inductor_cache_dir: Path | None,
         base: Any = None,
     ) -> None:
-        from instep.run.runner import make_pool
-
         opts = _ladder_options(run, cases, workers, inductor_cache_dir, base, "ladder")
         self.profile = profile
         self.pool = make_pool(profile, opts)
@@ -288,8 +285,6 @@ class _LadderHosts:
     def run(self, rung: str, cases: list[str], attempt: int) -> dict[str, dict[str, Any]]:
         """Run ``cases`` with every compile redirected to ``rung``; their classified outcomes
         (a case missing from the answer did not run: every host failed)."""
-        from instep.run.runner import classified_outcome
-        from instep.run.worker_pool import WorkItem
 
         def items() -> list[WorkItem]:
             return [

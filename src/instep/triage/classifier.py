@@ -72,6 +72,27 @@ class Classifier:
         self.profile = profile
         self.generated_roots = generated_roots
 
+    def file_outcome(self, data: dict[str, Any], nodeid: str) -> None:
+        """File the runner's outcome of ``nodeid`` in place, before it is stored.
+
+        An expected failure (``xfailed``) is filed too, as the failure it is, so that an
+        expected-failure list can tell when it starts failing for another reason."""
+        status = data.get("status")
+        if status not in FAILING and not (status == "xfailed" and data.get("exception_chain")):
+            return
+        found = self.classify(
+            {**data, "case": nodeid, "status": "failed"}
+            if status == "xfailed"
+            else {**data, "case": nodeid}
+        )
+        if found is not None:
+            found.apply(data)
+
+    @staticmethod
+    def signature(exception_type: str | None, message: str | None) -> str:
+        """The stored signature of a failure (``signature.failure_signature``)."""
+        return failure_signature(exception_type, message)
+
     def classify(self, data: dict[str, Any]) -> Classification | None:
         status = data.get("status")
         if status not in FAILING:
@@ -203,8 +224,3 @@ def _root(data: dict[str, Any]) -> tuple[str | None, str]:
         if exc.get("message") and exc.get("type"):
             return str(exc["type"]), str(exc["message"])
     return data.get("exception_type"), str(data.get("message") or "")
-
-
-def classify_outcome(data: dict[str, Any], profile: Profile) -> Classification | None:
-    """One-shot form of :meth:`Classifier.classify`."""
-    return Classifier(profile).classify(data)

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from instep.profiles import Profile
+from instep.run.runner import RunOptions, execute_run
+from instep.triage.classifier import Classifier
 from instep.triage.selftest.matrix import EXPECTED
 
 SUITE_FILE = "test_instep_faults.py"
@@ -63,8 +65,6 @@ def run_selftest(
     timeout: float = 300.0,
 ) -> SelftestResult:
     """Run the fault suite and compare each case's layer with the expected one."""
-    from instep.run.runner import RunOptions, execute_run
-
     began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="instep-selftest-") as tmp:
         root = Path(tmp)
@@ -82,7 +82,7 @@ def run_selftest(
             argv=["instep", "selftest"],
         )
         target = store if store is not None else str(root / "selftest.db")
-        result = execute_run(target, profile, opts)
+        result = execute_run(target, profile, opts, classifier=Classifier)
         from instep.store import Store
 
         opened = Store(target) if not isinstance(target, Store) else target
