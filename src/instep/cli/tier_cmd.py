@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import click
@@ -19,7 +18,6 @@ from rich.table import Table
 
 from instep.cli.context import AppContext, db_option, format_option, open_store
 from instep.errors import BadInput
-from instep.outcome import FAILING
 
 FORMATS = ("instep", "pytorch", "npu")
 
@@ -72,7 +70,11 @@ def tier_show(app: AppContext, name: str, profile_name: str | None) -> None:
 @tier_group.command("L2")
 @click.option("--from-run", "run_ref", metavar="RUN", required=True, help="The run's batches.")
 @click.option(
-    "--batch", "batches", multiple=True, metavar="SIG", help="Only this batch (repeatable)."
+    "--batch",
+    "batches",
+    multiple=True,
+    metavar="ID|SIG",
+    help="Only this batch: its id from 'instep triage', or its signature (repeatable).",
 )
 @click.option(
     "--output",
@@ -89,32 +91,19 @@ def tier_l2(
     db: str | None,
 ) -> None:
     """Write tier L2 (batch regression): the failing cases of RUN, batch by batch."""
-    from instep.suites.tiers import tier_file, write_tier_file
+    from instep.suites.tiers import batch_regression, tier_file, write_tier_file
 
     with open_store(app, db, must_exist=True) as store:
         run = store.get_run(run_ref)
         outcomes = store.outcome_rows(run.id)
-        root = store.get_run(run_ref).settings.get("cwd") or str(Path.cwd())
-    groups: dict[str, list[str]] = defaultdict(list)
-    for o in outcomes:
-        if o["status"] not in FAILING:
-            continue
-        key = o["signature"] or o["category"] or o["exception_type"] or o["status"]
-        groups[key].append(o["case"])
-    if batches:
-        groups = defaultdict(list, {k: v for k, v in groups.items() if k in batches})
-    if not groups:
+    root = run.settings.get("cwd") or str(Path.cwd())
+    chosen, paths = batch_regression(outcomes, batches, root)
+    if not chosen:
         raise BadInput(f"run {run.name}: no failing cases{' in those batches' if batches else ''}")
-    paths = [_absolute(root, case) for key in sorted(groups) for case in groups[key]]
     target = output or tier_file(app.config, "L2")
-    desc = f"batch regression from run {run.name}: {len(groups)} batches, {len(paths)} cases"
+    desc = f"batch regression from run {run.name}: {len(chosen)} batches, {len(paths)} cases"
     write_tier_file(target, "L2", paths, desc)
     click.echo(f"wrote {target}: {desc}")
-
-
-def _absolute(root: str, nodeid: str) -> str:
-    path, sep, rest = nodeid.partition("::")
-    return (path if Path(path).is_absolute() else str(Path(root) / path)) + sep + rest
 
 
 @tier_group.command("check")

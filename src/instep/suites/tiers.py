@@ -2,7 +2,8 @@
 
 A tier comes, in this order of precedence, from the config's ``[tiers.NAME]``, from a
 tier file written by ``instep tier L2 --from-run RUN`` (``.instep/tiers/NAME.toml`` next
-to the config), or from the built-in defaults in ``data/tiers.toml``. Paths starting with
+to the config; its cases are the run's failing batches, :func:`batch_regression`), or from
+the built-in defaults in ``data/tiers.toml``. Paths starting with
 ``instep:`` name suites shipped with instep; a tier running them passes the profile's
 device and backend to them (:meth:`Tier.pytest_args`). This module resolves tiers and
 writes tier files; running them is ``instep run --tier NAME``.
@@ -10,12 +11,14 @@ writes tier files; running them is ``instep run --tier NAME``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from instep.errors import BadInput
 from instep.tomlfile import load_toml
+from instep.triage.batches import Batch, group_batches, select_batches
 
 if TYPE_CHECKING:
     from instep.config import InstepConfig
@@ -138,6 +141,22 @@ def resolve_tier(config: InstepConfig, name: str) -> Tier:
     if not tier.paths:
         raise BadInput(f"--tier {name} has no paths yet: {tier.description}")
     return tier
+
+
+def batch_regression(
+    outcomes: list[dict[str, Any]], refs: Iterable[str], root: str
+) -> tuple[list[Batch], list[str]]:
+    """The L2 tier of a run: its failing batches (all, or those ``refs`` names by id or
+    signature) and their cases as paths under ``root`` (the run's directory), batch by
+    batch. Batches are triage's (:func:`~instep.triage.batches.group_batches`)."""
+    batches = select_batches(group_batches(outcomes), refs)
+    paths = [_absolute(root, case) for batch in batches for case in batch.cases]
+    return batches, paths
+
+
+def _absolute(root: str, nodeid: str) -> str:
+    path, sep, rest = nodeid.partition("::")
+    return (path if Path(path).is_absolute() else str(Path(root) / path)) + sep + rest
 
 
 def write_tier_file(path: Path, name: str, paths: list[str], description: str) -> None:

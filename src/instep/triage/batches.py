@@ -75,6 +75,14 @@ def group_batches(outcomes: Iterable[dict[str, Any]]) -> list[Batch]:
     return sorted(found.values(), key=lambda b: (-len(b.cases), b.depth, b.id))
 
 
+def select_batches(batches: Iterable[Batch], refs: Iterable[str]) -> list[Batch]:
+    """The batches named in ``refs`` by id (``B1a2b3c4d``) or by signature; all without."""
+    wanted = set(refs)
+    if not wanted:
+        return list(batches)
+    return [b for b in batches if b.id in wanted or (b.signature or "") in wanted]
+
+
 @dataclass
 class BatchProgress:
     """How the members of an earlier run's batch fared in a later run."""
