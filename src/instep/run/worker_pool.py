@@ -26,7 +26,6 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from instep.errors import InstepError
 from instep.run.host_protocol import ENV_FDS
 from instep.run.output_capture import read_tail
 
@@ -401,7 +400,3 @@ def check_python_module(name: str) -> bool:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):
         return False
-
-
-class HostFailure(InstepError):
-    """A worker host could not start (a preimport failed, or conftest/collection broke)."""
