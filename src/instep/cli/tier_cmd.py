@@ -95,7 +95,7 @@ def tier_l2(
 
     with open_store(app, db, must_exist=True) as store:
         run = store.get_run(run_ref)
-        outcomes = store.outcome_rows(run.id)
+        outcomes = store.outcome_records(run.id)
     root = run.settings.get("cwd") or str(Path.cwd())
     chosen, paths = batch_regression(outcomes, batches, root)
     if not chosen:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from instep.errors import BadInput
+from instep.outcome import OutcomeRecord
 from instep.tomlfile import load_toml
 from instep.triage.batches import Batch, group_batches, select_batches
 
@@ -144,7 +145,7 @@ def resolve_tier(config: InstepConfig, name: str) -> Tier:
 
 
 def batch_regression(
-    outcomes: list[dict[str, Any]], refs: Iterable[str], root: str
+    outcomes: Iterable[OutcomeRecord], refs: Iterable[str], root: str
 ) -> tuple[list[Batch], list[str]]:
     """The L2 tier of a run: its failing batches (all, or those ``refs`` names by id or
     signature) and their cases as paths under ``root`` (the run's directory), batch by

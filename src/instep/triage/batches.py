@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from instep.layers import Layer
-from instep.outcome import FAILING
+from instep.outcome import FAILING, OutcomeRecord, records
 
 
 def batch_id(layer: str | None, category: str | None, signature: str | None) -> str:
@@ -55,24 +55,38 @@ class Batch:
         }
 
 
-def group_batches(outcomes: Iterable[dict[str, Any]]) -> list[Batch]:
-    """Batches of the failing outcomes (``outcome_dict`` rows), largest first."""
+def group_batches(outcomes: Iterable[OutcomeRecord | dict[str, Any]]) -> list[Batch]:
+    """Batches of the failing outcomes (records or ``outcome_dict`` rows), largest first."""
     found: dict[str, Batch] = {}
     fastest: dict[str, float] = {}
-    for row in outcomes:
-        if row.get("status") not in FAILING:
+    for row in records(outcomes):
+        if not row.failing:
             continue
-        bid = batch_id(row.get("layer"), row.get("category"), row.get("signature"))
-        batch = found.setdefault(
-            bid, Batch(bid, row.get("layer"), row.get("category"), row.get("signature"))
-        )
-        case = str(row.get("case"))
+        bid = batch_id(row.layer, row.category, row.signature)
+        batch = found.setdefault(bid, Batch(bid, row.layer, row.category, row.signature))
+        case = row.case
         batch.cases.append(case)
-        batch.statuses[row["status"]] = batch.statuses.get(row["status"], 0) + 1
-        duration = float(row.get("duration") or 0.0)
+        status = row.status.value
+        batch.statuses[status] = batch.statuses.get(status, 0) + 1
+        duration = float(row.duration or 0.0)
         if batch.representative is None or duration < fastest[bid]:
             batch.representative, fastest[bid] = case, duration
     return sorted(found.values(), key=lambda b: (-len(b.cases), b.depth, b.id))
+
+
+def batch_hints(
+    batches: Iterable[Batch], outcomes: Iterable[OutcomeRecord | dict[str, Any]]
+) -> list[tuple[str, str]]:
+    """What to do for a batch, where the profile's rule that filed it says (its ``hint``):
+    ``(batch id, hint)`` read from the representative's ``evidence.triage.rule``."""
+    by_case = {o.case: o for o in records(outcomes)}
+    hints = []
+    for b in batches:
+        row = by_case.get(b.representative or (b.cases[0] if b.cases else ""))
+        rule = ((row.evidence if row else {}).get("triage") or {}).get("rule") or {}
+        if rule.get("hint"):
+            hints.append((b.id, str(rule["hint"])))
+    return hints
 
 
 def select_batches(batches: Iterable[Batch], refs: Iterable[str]) -> list[Batch]:
@@ -121,9 +135,11 @@ class BatchProgress:
         }
 
 
-def follow(base: list[Batch], new_outcomes: Iterable[dict[str, Any]]) -> list[BatchProgress]:
+def follow(
+    base: list[Batch], new_outcomes: Iterable[OutcomeRecord | dict[str, Any]]
+) -> list[BatchProgress]:
     """For each batch of the base run: its members' state in the new run."""
-    rows = {str(r.get("case")): r for r in new_outcomes}
+    rows = {r.case: r for r in records(new_outcomes)}
     out = []
     for batch in base:
         progress = BatchProgress(batch)
@@ -131,10 +147,10 @@ def follow(base: list[Batch], new_outcomes: Iterable[dict[str, Any]]) -> list[Ba
             row = rows.get(case)
             if row is None:
                 progress.missing.append(case)
-            elif row.get("status") not in FAILING:
+            elif not row.failing:
                 progress.passed.append(case)
             else:
-                now = batch_id(row.get("layer"), row.get("category"), row.get("signature"))
+                now = batch_id(row.layer, row.category, row.signature)
                 if now == batch.id:
                     progress.same.append(case)
                 else:
