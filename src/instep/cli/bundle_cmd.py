@@ -50,6 +50,7 @@ def bundle_command(
     db: str | None,
 ) -> None:
     """Write the evidence bundle of CASE (a node id) or BATCH (an id from 'instep triage')."""
+    # fast CLI start: the library loads when the command runs
     from instep.bundle import build_bundle, select
 
     with open_store(app, db, must_exist=True) as store:
@@ -74,6 +75,7 @@ def bundle_command(
 
 def _expected_lists(app: AppContext, run: dict) -> list[Path]:
     """The run's tier's lists and instep's built-in lists for its profile (as 'tier check')."""
+    # fast CLI start: the library loads when the command runs
     from instep.suites.expected_failures import builtin_lists
     from instep.suites.tiers import available_tiers
 

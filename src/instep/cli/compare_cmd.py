@@ -33,6 +33,7 @@ _TITLES = {
 @click.pass_obj
 def compare_command(app: AppContext, base_ref: str, new_ref: str, fmt: str, db: str | None) -> int:
     """Compare run NEW with run BASE case by case, following each error's migration."""
+    # fast CLI start: the library loads when the command runs
     from instep.triage.migration import compare
     from instep.triage.reclassify import reclassify_run
 

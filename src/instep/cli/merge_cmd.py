@@ -13,6 +13,7 @@ from instep.cli.context import AppContext, db_option, open_store
 @click.pass_obj
 def merge_command(app: AppContext, sources: tuple[str, ...], db: str | None) -> None:
     """Copy every run of the stores DB... into --db (or the config's store)."""
+    # fast CLI start: the library loads when the command runs
     from instep.store.merge import merge_into
 
     with open_store(app, db) as store:

@@ -57,11 +57,13 @@ def report_command(
     db: str | None,
 ) -> None:
     """Report on RUN (a name, an id, or 'latest'): HTML dashboard or weekly Markdown."""
+    # fast CLI start: the library loads when the command runs
     from instep.report.run_summary import summarize_run
 
     if fmt == "html":
         if out is None:
             raise BadInput("instep report: --out DIR is required for the HTML dashboard")
+        # fast CLI start: the library loads when the command runs
         from instep.report.dashboard import output_directory, require_plotly
 
         require_plotly()  # before reading anything: a missing extra is said at once
@@ -69,12 +71,14 @@ def report_command(
     with open_store(app, db, must_exist=True) as store:
         summary = summarize_run(store, run_ref, history=history)
     if fmt == "html":
+        # fast CLI start: the library loads when the command runs
         from instep.report.dashboard import write_dashboard
 
         assert out is not None
         dashboard = write_dashboard(summary, out)
         click.echo(str(dashboard.index))
         return
+    # fast CLI start: the library loads when the command runs
     from instep.report.weekly import weekly_markdown
 
     text = weekly_markdown(summary, lang)

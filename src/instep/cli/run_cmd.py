@@ -146,6 +146,7 @@ def run_command(
     Exit codes follow pytest: 0 all passed, 1 failures (or cases left unrun), 5 nothing
     collected, 2 bad usage, 130 interrupted.
     """
+    # fast CLI start: the library loads when the command runs
     from instep.run.host_protocol import last_error_line
     from instep.run.runner import RunOptions, collect_cases, execute_run
     from instep.run.sharding import parse_shard
@@ -154,6 +155,7 @@ def run_command(
     profile = app.profile(profile_name)
     all_paths = list(paths)
     if tier:  # built-in tiers L0..L6, tier files and the config's [tiers.NAME]
+        # fast CLI start: the library loads when the command runs
         from instep.suites.tiers import resolve_tier
 
         tier_def = resolve_tier(config, tier)
@@ -209,6 +211,7 @@ def run_command(
         return 0 if collection.cases else 5
     if resume and (paths or tier or run_name):
         raise BadInput("--resume RUN reuses the run's paths and name: give no PATHS/--tier/--run")
+    # fast CLI start: the library loads when the command runs
     from instep.run.progress import ProgressReporter
     from instep.triage.classifier import Classifier
 
@@ -219,6 +222,7 @@ def run_command(
     if bisect:
         _bisect(target, result, profile, opts)
     if junit_xml is not None:
+        # fast CLI start: the library loads when the command runs
         from instep.run.junit_xml import write_junit_xml
         from instep.store import Store
 
@@ -230,6 +234,7 @@ def run_command(
 
 def _bisect(target: str, result, profile, opts) -> None:  # type: ignore[no-untyped-def]
     """``--bisect``: the backend ladder over the run's failed cases; prints what it cost."""
+    # fast CLI start: the library loads when the command runs
     from instep.store import Store
     from instep.triage.backend_ladder import bisect_run
 

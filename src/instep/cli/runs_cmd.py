@@ -19,6 +19,7 @@ from instep.outcome import FAILING
 @click.pass_obj
 def runs_command(app: AppContext, fmt: str, db: str | None) -> None:
     """List the runs of the store, oldest first."""
+    # fast CLI start: the library loads when the command runs
     from instep.store import run_dict
 
     with open_store(app, db, must_exist=True) as store:

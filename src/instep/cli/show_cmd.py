@@ -44,6 +44,7 @@ def show_command(
     db: str | None,
 ) -> None:
     """Show the outcomes of RUN (a name, an id, or 'latest')."""
+    # fast CLI start: the library loads when the command runs
     from instep.store import run_dict
 
     with open_store(app, db, must_exist=True) as store:
@@ -66,6 +67,7 @@ def show_command(
         + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())),
         highlight=False,
     )
+    # fast CLI start: the library loads when the command runs
     from instep.run.progress import case_width, node_tail
 
     width = case_width(console.width, share=0.35)
@@ -94,6 +96,7 @@ def show_command(
 
 
 def _show_metrics(run, outcomes, counts, planned, fmt: str) -> None:  # type: ignore[no-untyped-def]
+    # fast CLI start: the library loads when the command runs
     from instep.store import run_dict
     from instep.suites.metrics import run_metrics, table_rows
 

@@ -31,6 +31,7 @@ def tier_group() -> None:
 @click.pass_obj
 def tier_list(app: AppContext) -> None:
     """Every tier: built-in, tier files and the config's."""
+    # fast CLI start: the library loads when the command runs
     from instep.suites.tiers import available_tiers
 
     table = Table("tier", "source", "paths", "description")
@@ -47,6 +48,7 @@ def tier_list(app: AppContext) -> None:
 @click.pass_obj
 def tier_show(app: AppContext, name: str, profile_name: str | None) -> None:
     """A tier's paths, -k, timeout, isolation and the pytest options it passes."""
+    # fast CLI start: the library loads when the command runs
     from instep.suites.tiers import available_tiers
 
     tiers = available_tiers(app.config)
@@ -91,6 +93,7 @@ def tier_l2(
     db: str | None,
 ) -> None:
     """Write tier L2 (batch regression): the failing cases of RUN, batch by batch."""
+    # fast CLI start: the library loads when the command runs
     from instep.suites.tiers import batch_regression, tier_file, write_tier_file
 
     with open_store(app, db, must_exist=True) as store:
@@ -125,6 +128,7 @@ def tier_check(
 
     Without --expected: the run's tier's lists and instep's list for the run's profile.
     """
+    # fast CLI start: the library loads when the command runs
     from instep.suites.expected_failures import builtin_lists, load_lists, reconcile
     from instep.suites.tiers import available_tiers
 
@@ -176,6 +180,7 @@ def tier_convert(
 ) -> None:
     """Convert an expected-failure list between instep TOML, PyTorch's disabled-tests JSON
     and torch_npu's typed disabled_tests_type.json (the source format is detected)."""
+    # fast CLI start: the library loads when the command runs
     from instep.suites import expected_failures as xf
 
     entries = xf.load_list(source)
@@ -209,6 +214,7 @@ def tier_propose(
     app: AppContext, run_ref: str, lists: tuple[Path, ...], fmt: str, db: str | None
 ) -> None:
     """For each listed entry RUN executed: a proposed layer, category and reason."""
+    # fast CLI start: the library loads when the command runs
     from instep.suites.expected_failures import load_lists, propose, unittest_name
 
     with open_store(app, db, must_exist=True) as store:

@@ -35,6 +35,7 @@ def triage_command(
     db: str | None,
 ) -> None:
     """Group the failures of RUN into batches by (layer, category, signature)."""
+    # fast CLI start: the library loads when the command runs
     from instep.triage.batches import (
         batch_hints,
         first_seen,

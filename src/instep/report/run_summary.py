@@ -23,6 +23,7 @@ from typing import Any
 
 from instep.layers import Layer
 from instep.outcome import FAILING, MANIFESTATIONS
+from instep.store import run_dict
 from instep.suites.case_record import LEGS, read_case_figures
 from instep.suites.metrics import RunMetrics, run_metrics, table_rows
 from instep.triage.batches import Batch, first_seen, follow, group_batches
@@ -125,8 +126,6 @@ def format_chain(chain: list[dict[str, Any]]) -> str:
 
 def summarize_run(store: Any, run_ref: str, *, history: int = DEFAULT_HISTORY) -> RunSummary:
     """Gather the report data of ``run_ref`` (name, id or ``latest``) from ``store``."""
-    from instep.store import run_dict
-
     run = store.get_run(run_ref)
     counts = store.status_counts(run.id)
     planned = store.planned_count(run.id)

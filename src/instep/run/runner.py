@@ -16,8 +16,10 @@ reporter's job.
 
 from __future__ import annotations
 
+import getpass
 import logging
 import os
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -159,9 +161,6 @@ def inductor_cache(env: dict[str, str]) -> Path:
     """The Inductor cache directory the cases will use, as torch chooses it."""
     if env.get("TORCHINDUCTOR_CACHE_DIR"):
         return Path(env["TORCHINDUCTOR_CACHE_DIR"])
-    import getpass
-    import tempfile
-
     user = getpass.getuser().replace("\\", "_")  # torch._inductor.runtime.cache_dir_utils
     return Path(tempfile.gettempdir()) / f"torchinductor_{user}"
 
@@ -228,6 +227,7 @@ def _make_pool(
         return WorkerPool(config, opts.workers, collect=collect)
     if opts.engine != "ray":
         raise BadInput(f"--engine {opts.engine}: expected 'local' or 'ray'")
+    # the Ray engine (the 'ray' extra) only for --engine ray
     from instep.run.ray_engine import RayPool
 
     # every node runs from the driver's directory; preimports are checked by each node's host
@@ -310,6 +310,7 @@ def execute_run(
     ``store`` may be a target (path or URL) instead of an open store: it is then opened
     while the worker hosts start (they import torch meanwhile), and closed at the end.
     """
+    # SQLAlchemy loads while the worker hosts start (see TYPE_CHECKING above)
     from instep.store import Store
 
     reporter = reporter or RunReporter()

@@ -11,6 +11,7 @@ It knows nothing of the store, reruns or the progress bar: :mod:`instep.run.runn
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import logging
 import os
 import shutil
@@ -394,8 +395,6 @@ class WorkerPool:
 
 def check_python_module(name: str) -> bool:
     """Whether ``name`` is importable in this Python, without importing it."""
-    import importlib.util
-
     try:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):

@@ -15,7 +15,7 @@ from sqlalchemy import select
 
 from instep.errors import MissingInput
 from instep.store.queries import Store
-from instep.store.schema import Outcome, Run, RunCase
+from instep.store.schema import Case, Outcome, Run, RunCase
 
 _RUN_COPY = (
     "profile",
@@ -73,8 +73,6 @@ def _copy_run(src: Store, target: Store, run: Run, report: MergeReport) -> None:
         )
         outcomes = list(s.scalars(select(Outcome).where(Outcome.run_id == run.id)))
         nodeids = {c.id: (c.nodeid, c.file) for c in (o.case for o in outcomes)}
-        from instep.store.schema import Case
-
         for case in s.scalars(select(Case).where(Case.id.in_([p[2] for p in plan]))):
             nodeids[case.id] = (case.nodeid, case.file)
     ids = target.case_ids(nodeids.values())

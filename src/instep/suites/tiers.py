@@ -11,6 +11,7 @@ writes tier files; running them is ``instep run --tier NAME``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -178,6 +179,4 @@ def write_tier_file(path: Path, name: str, paths: list[str], description: str) -
 
 
 def _toml_str(text: str) -> str:
-    import json
-
     return json.dumps(text, ensure_ascii=False)

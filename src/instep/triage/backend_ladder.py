@@ -36,11 +36,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import select
+
 from instep.layers import Layer
 from instep.outcome import FAILING
 from instep.profiles import Profile
 from instep.run.runner import RunOptions, classified_outcome, execute_run, make_pool
 from instep.run.worker_pool import WorkItem
+from instep.store import Store
+from instep.store.schema import Case, Outcome
 from instep.triage.backend_redirect import ENV, NEEDS_OWN_HOST
 from instep.triage.classifier import Classifier
 
@@ -96,8 +100,6 @@ def bisect_run(
     ``base``: the run's :class:`~instep.run.runner.RunOptions`, whose devices and engine
     (``--devices``, ``--engine ray`` and its cluster) the re-runs keep.
     """
-    from instep.store.schema import Outcome
-
     began = time.monotonic()
     report = LadderReport()
     failed = {
@@ -184,10 +186,6 @@ def _rung_record(outcome: dict[str, Any]) -> dict[str, Any]:
 
 
 def _final_outcome_query(outcome_cls: Any, run_id: int, nodeid: str) -> Any:
-    from sqlalchemy import select
-
-    from instep.store.schema import Case
-
     return (
         select(outcome_cls)
         .join(Case, Case.id == outcome_cls.case_id)
@@ -242,8 +240,6 @@ def _run_rung_own_hosts(
     """Run ``cases`` in hosts started with ``rung`` set (so that it reaches what the
     test modules compile at import), in a temporary store: their classified outcomes and
     how many hosts that started."""
-    from instep.store import Store
-
     rung_profile = profile.model_copy(update={"env": {**profile.env, ENV: rung}})
     opts = _ladder_options(run, cases, workers, inductor_cache_dir, base, f"ladder-{rung}")
     db = str(Path(tmp) / f"{rung}.db")

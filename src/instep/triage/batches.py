@@ -161,6 +161,7 @@ def follow(
 
 def store_batches(store: Any, run_id: int, batches: list[Batch]) -> int:
     """Write each member's batch id into its final outcome's ``evidence.batch``."""
+    # SQLAlchemy only for the store functions: grouping stays store-free
     from sqlalchemy import select
 
     from instep.store.schema import Case, Outcome
@@ -194,6 +195,7 @@ def first_seen(store: Any, run: Any) -> dict[str, str]:
     Read from the stored layer/category/signature of final failing outcomes (no
     re-classification), so a batch of today's run can say since when it has existed.
     """
+    # SQLAlchemy only for the store functions: grouping stays store-free
     from sqlalchemy import select
 
     from instep.store.schema import Outcome, Run

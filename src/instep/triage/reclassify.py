@@ -9,18 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy import select
+
 from instep.outcome import FAILING
 from instep.profiles import Profile
+from instep.store import outcome_dict
+from instep.store.schema import Outcome
 from instep.triage.classifier import Classifier
 
 
 def reclassify_run(store: Any, run: Any, profile: Profile, every: bool = False) -> int:
     """Classify the final failing outcomes of ``run`` lacking a signature (or all)."""
-    from sqlalchemy import select
-
-    from instep.store import outcome_dict
-    from instep.store.schema import Outcome
-
     classifier = Classifier(profile)
     changed = 0
     with store.session() as s:

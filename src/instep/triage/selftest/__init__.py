@@ -18,6 +18,7 @@ from typing import Any
 
 from instep.profiles import Profile
 from instep.run.runner import RunOptions, execute_run
+from instep.store import Store
 from instep.triage.classifier import Classifier
 from instep.triage.selftest.matrix import EXPECTED
 
@@ -83,8 +84,6 @@ def run_selftest(
         )
         target = store if store is not None else str(root / "selftest.db")
         result = execute_run(target, profile, opts, classifier=Classifier)
-        from instep.store import Store
-
         opened = Store(target) if not isinstance(target, Store) else target
         try:
             rows = {r["case"].rsplit("::", 1)[-1]: r for r in opened.outcome_rows(result.run.id)}
