@@ -42,7 +42,7 @@ def compare_command(app: AppContext, base_ref: str, new_ref: str, fmt: str, db: 
         for ref in (base_ref, new_ref):
             run = store.get_run(ref)
             reclassify_run(store, run, app.profile(run.profile))
-            runs.append((run.name, store.outcome_rows(run.id)))
+            runs.append((run.name, store.outcome_records(run.id)))
     groups = compare(runs[0], runs[1])
     if fmt == "json":
         data = {

@@ -134,7 +134,7 @@ def tier_check(
 
     with open_store(app, db, must_exist=True) as store:
         run = store.get_run(run_ref)
-        outcomes = store.outcome_rows(run.id)
+        outcomes = store.outcome_records(run.id)
     paths = list(lists)
     if not paths and run.tier:
         tier = available_tiers(app.config).get(run.tier)
@@ -219,7 +219,7 @@ def tier_propose(
 
     with open_store(app, db, must_exist=True) as store:
         run = store.get_run(run_ref)
-        outcomes = store.outcome_rows(run.id)
+        outcomes = store.outcome_records(run.id)
     proposals = propose(outcomes, load_lists(lists))
     if fmt == "json":
         click.echo(json.dumps([p.as_dict() for p in proposals], indent=2, ensure_ascii=False))
