@@ -129,3 +129,16 @@ def test_l2_batches_are_triages_and_batch_takes_their_id(instep, tmp_path):
     every = instep("tier", "L2", "--from-run", "base", "--db", str(db))
     assert "2 batches, 3 cases" in every.out
     assert resolve_tier(load_config(cwd=tmp_path), "L2").paths[0].endswith("::test_one")
+
+
+def test_a_runs_expected_lists_are_its_tiers_then_instep_builtin_ones(tmp_path):
+    from instep.suites.tiers import expected_lists
+
+    (tmp_path / "instep.toml").write_text(
+        '[tiers.L5]\npaths = ["t"]\nexpected_failures = ["mine.toml"]\n', encoding="utf-8"
+    )
+    config = load_config(cwd=tmp_path)
+    assert expected_lists(config, None, "cpu") == []
+    lists = expected_lists(config, "L5", "cpu")
+    assert lists[0].name == "mine.toml"
+    assert lists[-1] == SUITES_DIR / "data" / "expected_failures" / "L5.toml"

@@ -52,6 +52,7 @@ def bundle_command(
     """Write the evidence bundle of CASE (a node id) or BATCH (an id from 'instep triage')."""
     # fast CLI start: the library loads when the command runs
     from instep.bundle import build_bundle, select
+    from instep.suites.tiers import expected_lists
 
     with open_store(app, db, must_exist=True) as store:
         selection = select(store, run_ref, target)
@@ -63,7 +64,9 @@ def bundle_command(
         rerun=not no_rerun,
         lang=lang or getattr(app.config, "lang", None) or "en",
         timeout=timeout,
-        expected_lists=_expected_lists(app, selection.run),
+        expected_lists=expected_lists(
+            app.config, selection.run.get("tier"), selection.run["profile"]
+        ),
     )
     console = Console(stderr=True, highlight=False)
     console.print(f"instep: bundle {result.title}", markup=False)
@@ -71,20 +74,6 @@ def bundle_command(
     console.print(f"instep: {len(result.files)} files{rerun}, {result.seconds:.1f} s", markup=False)
     click.echo(str(result.directory))
     click.echo(str(result.archive))
-
-
-def _expected_lists(app: AppContext, run: dict) -> list[Path]:
-    """The run's tier's lists and instep's built-in lists for its profile (as 'tier check')."""
-    # fast CLI start: the library loads when the command runs
-    from instep.suites.expected_failures import builtin_lists
-    from instep.suites.tiers import available_tiers
-
-    tier_name = run.get("tier")
-    if not tier_name:
-        return []
-    tier = available_tiers(app.config).get(tier_name)
-    paths = [Path(p) for p in tier.expected_failures] if tier else []
-    return paths + builtin_lists(run["profile"], tier_name)
 
 
 def register(cli: click.Group) -> None:

@@ -129,17 +129,13 @@ def tier_check(
     Without --expected: the run's tier's lists and instep's list for the run's profile.
     """
     # fast CLI start: the library loads when the command runs
-    from instep.suites.expected_failures import builtin_lists, load_lists, reconcile
-    from instep.suites.tiers import available_tiers
+    from instep.suites.expected_failures import load_lists, reconcile
+    from instep.suites.tiers import expected_lists
 
     with open_store(app, db, must_exist=True) as store:
         run = store.get_run(run_ref)
         outcomes = store.outcome_records(run.id)
-    paths = list(lists)
-    if not paths and run.tier:
-        tier = available_tiers(app.config).get(run.tier)
-        paths = [Path(p) for p in tier.expected_failures] if tier else []
-        paths += builtin_lists(run.profile, run.tier)
+    paths = list(lists) or expected_lists(app.config, run.tier, run.profile)
     result = reconcile(outcomes, load_lists(paths))
     if fmt == "json":
         click.echo(json.dumps(result.as_dict(), indent=2, ensure_ascii=False))

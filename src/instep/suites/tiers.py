@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from instep.errors import BadInput
 from instep.outcome import OutcomeRecord
+from instep.suites.expected_failures import builtin_lists
 from instep.tomlfile import load_toml
 from instep.triage.batches import Batch, group_batches, select_batches
 
@@ -143,6 +144,16 @@ def resolve_tier(config: InstepConfig, name: str) -> Tier:
     if not tier.paths:
         raise BadInput(f"--tier {name} has no paths yet: {tier.description}")
     return tier
+
+
+def expected_lists(config: InstepConfig, tier_name: str | None, profile: str) -> list[Path]:
+    """The expected-failure lists of a run of ``tier_name``: the tier's own lists, then
+    instep's built-in lists for the tier and ``profile`` (none for a run without a tier)."""
+    if not tier_name:
+        return []
+    tier = available_tiers(config).get(tier_name)
+    paths = [Path(p) for p in tier.expected_failures] if tier else []
+    return paths + builtin_lists(profile, tier_name)
 
 
 def batch_regression(
