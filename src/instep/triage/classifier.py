@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from instep.layers import Layer
-from instep.outcome import FAILING
+from instep.outcome import FAILING, MANIFESTATIONS, Status
 from instep.profiles import Profile
 from instep.triage.exception_layers import chain_layer, touches_compiler
 from instep.triage.message_rules import (
@@ -43,7 +43,8 @@ CONFIDENCE_LADDER = 0.95
 CONFIDENCE_FRAMES = 0.8
 CONFIDENCE_AGREE = 0.9  # frames and a rule name the same layer
 CONFIDENCE_EAGER = 0.5
-_MANIFESTATIONS = {"crashed": "crash.signal", "timeout": "timeout.case"}
+#: The category of a manifestation that no rule names (keys: ``MANIFESTATIONS``).
+_MANIFESTATION_CATEGORY = {Status.CRASHED: "crash.signal", Status.TIMEOUT: "timeout.case"}
 
 
 @dataclass
@@ -103,7 +104,7 @@ class Classifier:
         evidence: dict[str, Any] = {"order": []}
         stored = dict(data.get("evidence") or {})
 
-        extra = data.get("stderr_tail") if status in _MANIFESTATIONS else None
+        extra = data.get("stderr_tail") if status in MANIFESTATIONS else None
         text = failure_text(chain, exc_type, message, extra)
         rule = match_profile(self.profile, text, exception_names(chain, exc_type))
         if rule is not None:
@@ -200,8 +201,8 @@ class Classifier:
             return subcategory(stats, str(data.get("case") or data.get("nodeid") or ""))
         if rule is not None and (rule.rule.layer is None or rule.rule.layer is layer):
             return rule.rule.category
-        if status in _MANIFESTATIONS:
-            return _MANIFESTATIONS[status]
+        if status in MANIFESTATIONS:
+            return _MANIFESTATION_CATEGORY[Status(status)]
         if rule is not None and layer is None:
             return rule.rule.category
         return f"{layer}.unclassified" if layer else "unknown.unclassified"
@@ -218,7 +219,7 @@ def _manifestation_type(data: dict[str, Any]) -> str | None:
 def _root(data: dict[str, Any]) -> tuple[str | None, str]:
     """Type and message of the root exception: it says most about the cause, the outer
     ones (``BackendCompilerFailed``, ``InductorError``) re-wrap it."""
-    if data.get("status") in _MANIFESTATIONS:
+    if data.get("status") in MANIFESTATIONS:
         return _manifestation_type(data), f"during {data.get('stage') or 'call'}"
     for exc in reversed(data.get("exception_chain") or []):
         if exc.get("message") and exc.get("type"):
