@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from instep.errors import BadInput
+from instep.profiles import load_profile_file
 from instep.tomlfile import describe_validation_error, load_toml
 
 CONFIG_FILE = "instep.toml"
@@ -86,8 +87,6 @@ class InstepConfig(_Strict):
 
     def user_profiles(self) -> dict[str, dict[str, Any]]:
         """Inline ``[profiles.NAME]`` tables plus ``profile_files``."""
-        from instep.profiles import load_profile_file
-
         table = dict(self.profiles)
         for entry in self.profile_files:
             name, raw = load_profile_file(self.resolve(entry))

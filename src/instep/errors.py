@@ -8,6 +8,7 @@ Library code raises these; it never prints or exits.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 
@@ -40,8 +41,6 @@ class MissingDependency(InstepError):
 
 def require_module(name: str, needed_for: str, hint: str | None = None) -> Any:
     """``import name``, or a one-line :class:`MissingDependency` naming what needs it."""
-    import importlib
-
     try:
         return importlib.import_module(name)
     except ImportError as exc:

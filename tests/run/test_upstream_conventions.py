@@ -112,6 +112,7 @@ def test_an_80_column_terminal_shows_node_ids_by_their_tail(tmp_path, monkeypatc
     from instep.profiles import load_profile
     from instep.run.progress import ProgressReporter
     from instep.run.runner import RunOptions, execute_run
+    from instep.triage.classifier import Classifier
 
     monkeypatch.chdir(tmp_path)
     write(
@@ -128,6 +129,7 @@ def test_an_80_column_terminal_shows_node_ids_by_their_tail(tmp_path, monkeypatc
         load_profile("cpu"),
         RunOptions(paths=["test_torchinductor_opinfo_like.py"], preimport=[]),
         reporter,
+        classifier=Classifier,
     )
     text = screen.getvalue()
     assert "…al_interpolate_bilinear_cpu_float32 │ failed" in text, text

@@ -15,6 +15,7 @@ from instep.run import runner
 from instep.run.runner import RunOptions, RunReporter, execute_run
 from instep.run.worker_pool import PoolEvent, WorkItem
 from instep.store import Store
+from instep.triage.classifier import Classifier
 
 CASES = [{"nodeid": f"t.py::{n}", "file": "t.py", "timeout": None} for n in ("ok", "bad")]
 
@@ -62,7 +63,9 @@ def test_a_result_reported_twice_is_stored_counted_and_rerun_once(tmp_path, monk
     monkeypatch.setattr(runner, "_make_pool", lambda profile, settings, opts: engine)
     reporter = Counting()
     opts = RunOptions(paths=["t.py"], reruns=1, preimport=[], name="replayed", cwd=tmp_path)
-    result = execute_run(tmp_path / "s.db", load_profile("cpu"), opts, reporter)
+    result = execute_run(
+        tmp_path / "s.db", load_profile("cpu"), opts, reporter, classifier=Classifier
+    )
 
     assert engine.submitted == [("t.py::ok", 1), ("t.py::bad", 1), ("t.py::bad", 2)]
     assert reporter.outcomes == [

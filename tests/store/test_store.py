@@ -53,6 +53,21 @@ def test_new_store_is_migrated_to_head_with_wal(tmp_path):
     again.close()
 
 
+def test_store_is_a_context_manager_that_closes_even_on_error(tmp_path, monkeypatch):
+    closed: list[str] = []
+    monkeypatch.setattr(Store, "close", lambda self: closed.append(self.target))
+    db = tmp_path / "s.db"
+    with Store(db) as store:
+        assert current_revision(store.engine) == HEAD
+    assert closed == [str(db)]
+    try:
+        with Store(db) as store:
+            raise KeyError("inside")
+    except KeyError:
+        pass
+    assert closed == [str(db), str(db)]
+
+
 def test_new_store_waits_for_a_writer_that_holds_the_rollback_journal(tmp_path):
     # Another runner created the file a moment ago and still holds its write lock, before
     # the switch to WAL. SQLite refuses our switch at once (no busy handler: it would

@@ -104,3 +104,41 @@ def test_l2_tier_is_written_from_a_runs_batches_and_runs_resolve_it(instep, tmp_
     assert "1 batches, 1 cases" in only.out
     none = instep("tier", "L2", "--from-run", "base", "--db", str(db), "--batch", "nope")
     assert none.code == 2 and "no failing cases" in none.err
+
+
+def test_l2_batches_are_triages_and_batch_takes_their_id(instep, tmp_path):
+    from instep.triage.batches import batch_id
+
+    db = tmp_path / "r.db"
+    make_run(
+        db,
+        "base",
+        [
+            ("t/test_b.py::test_three", {"status": "crashed", "signature": "runtime:507035"}),
+            ("t/test_a.py::test_one", {"status": "failed", "signature": "lowering:aten.sort"}),
+            ("t/test_a.py::test_two", {"status": "failed", "signature": "lowering:aten.sort"}),
+        ],
+    )
+    crash = batch_id(None, None, "runtime:507035")
+    only = instep("tier", "L2", "--from-run", "base", "--db", str(db), "--batch", crash)
+    assert only.code == 0, only.err
+    assert "1 batches, 1 cases" in only.out
+    assert resolve_tier(load_config(cwd=tmp_path), "L2").paths == (
+        str(tmp_path / "t/test_b.py") + "::test_three",
+    )
+    every = instep("tier", "L2", "--from-run", "base", "--db", str(db))
+    assert "2 batches, 3 cases" in every.out
+    assert resolve_tier(load_config(cwd=tmp_path), "L2").paths[0].endswith("::test_one")
+
+
+def test_a_runs_expected_lists_are_its_tiers_then_instep_builtin_ones(tmp_path):
+    from instep.suites.tiers import expected_lists
+
+    (tmp_path / "instep.toml").write_text(
+        '[tiers.L5]\npaths = ["t"]\nexpected_failures = ["mine.toml"]\n', encoding="utf-8"
+    )
+    config = load_config(cwd=tmp_path)
+    assert expected_lists(config, None, "cpu") == []
+    lists = expected_lists(config, "L5", "cpu")
+    assert lists[0].name == "mine.toml"
+    assert lists[-1] == SUITES_DIR / "data" / "expected_failures" / "L5.toml"

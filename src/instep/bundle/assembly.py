@@ -35,7 +35,11 @@ from instep.bundle.reproducer import (
 )
 from instep.bundle.selection import Selection
 from instep.bundle.writer import MARKER, BundleWriter
+from instep.doctor.version_matrix import read_version_matrix
+from instep.outcome import MANIFESTATIONS
 from instep.profiles import Profile
+from instep.suites.expected_failures import load_lists
+from instep.triage.classifier import Classifier
 
 log = logging.getLogger(__name__)
 
@@ -202,8 +206,6 @@ def _rerun(
     matrix: dict[str, Any] = {}
 
     def probe() -> None:
-        from instep.doctor.version_matrix import read_version_matrix
-
         try:
             matrix.update(read_version_matrix(profile).flat())
         except Exception as exc:  # the matrix is evidence, not a reason to lose the bundle
@@ -232,12 +234,10 @@ def _same_signature(
     profile: Profile, case: str, stored: dict[str, Any], result: RerunResult
 ) -> bool | None:
     """Whether the re-run failed with the stored failure's signature (None: cannot tell)."""
-    if result.outcome is None and result.status not in ("crashed", "timeout"):
+    if result.outcome is None and result.status not in MANIFESTATIONS:
         return None
     if not stored.get("signature"):
         return None
-    from instep.triage.classifier import Classifier
-
     data = dict(result.outcome or {})
     data.update(status=result.status, case=case)
     if result.status == "crashed":
@@ -251,8 +251,6 @@ def _same_signature(
 
 
 def _workaround(case: str, lists: Iterable[Any]) -> dict[str, Any] | None:
-    from instep.suites.expected_failures import load_lists
-
     paths = [Path(p) for p in lists]
     if not paths:
         return None

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from instep.layers import LAYER_DESCRIPTIONS, Layer
+from instep.outcome import MANIFESTATIONS
 from instep.suites.case_record import LEGS, read_case_figures
 from instep.tomlfile import load_toml
 
@@ -90,7 +91,7 @@ def operator_of(case: str, outcome: dict[str, Any]) -> str:
 def short_description(outcome: dict[str, Any]) -> str:
     """The root exception's type and first line, or the crash / time-out, shortened."""
     status = outcome.get("status")
-    if status in ("crashed", "timeout"):
+    if status in MANIFESTATIONS:
         text = str(outcome.get("message") or status)
     else:
         text = ""

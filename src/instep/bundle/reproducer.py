@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from instep.suites.opinfo.harness import harness_data
 from instep.suites.tiers import SUITES_DIR
 
 OPINFO_SUFFIX = "suites/opinfo/test_l5_opinfo.py"
@@ -243,8 +244,6 @@ if __name__ == "__main__":
 
 
 def _opinfo_script(nodeid: str, case_id: str, args: SuiteArgs) -> Script:
-    from instep.suites.opinfo.harness import harness_data
-
     op_name, _, dtype = case_id.rpartition("-")
     data = json.dumps(harness_data(), indent=4, sort_keys=True)
     what = (

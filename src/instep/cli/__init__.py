@@ -51,6 +51,7 @@ def cli(ctx: click.Context, config_path: Path | None, verbose: int, quiet: int) 
 
 
 def _setup_logging(level: int) -> None:
+    # fast CLI start: the library loads when the command runs
     from rich.console import Console
     from rich.logging import RichHandler
 

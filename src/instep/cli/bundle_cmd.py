@@ -12,8 +12,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from instep.cli.context import AppContext
-from instep.cli.run_cmd import db_option, open_store
+from instep.cli.context import AppContext, db_option, open_store
 
 
 @click.command("bundle")
@@ -51,13 +50,12 @@ def bundle_command(
     db: str | None,
 ) -> None:
     """Write the evidence bundle of CASE (a node id) or BATCH (an id from 'instep triage')."""
+    # fast CLI start: the library loads when the command runs
     from instep.bundle import build_bundle, select
+    from instep.suites.tiers import expected_lists
 
-    store = open_store(app, db, must_exist=True)
-    try:
+    with open_store(app, db, must_exist=True) as store:
         selection = select(store, run_ref, target)
-    finally:
-        store.close()
     profile = app.profile(selection.run["profile"])
     result = build_bundle(
         selection,
@@ -66,7 +64,9 @@ def bundle_command(
         rerun=not no_rerun,
         lang=lang or getattr(app.config, "lang", None) or "en",
         timeout=timeout,
-        expected_lists=_expected_lists(app, selection.run),
+        expected_lists=expected_lists(
+            app.config, selection.run.get("tier"), selection.run["profile"]
+        ),
     )
     console = Console(stderr=True, highlight=False)
     console.print(f"instep: bundle {result.title}", markup=False)
@@ -74,19 +74,6 @@ def bundle_command(
     console.print(f"instep: {len(result.files)} files{rerun}, {result.seconds:.1f} s", markup=False)
     click.echo(str(result.directory))
     click.echo(str(result.archive))
-
-
-def _expected_lists(app: AppContext, run: dict) -> list[Path]:
-    """The run's tier's lists and instep's built-in lists for its profile (as 'tier check')."""
-    from instep.suites.expected_failures import builtin_lists
-    from instep.suites.tiers import available_tiers
-
-    tier_name = run.get("tier")
-    if not tier_name:
-        return []
-    tier = available_tiers(app.config).get(tier_name)
-    paths = [Path(p) for p in tier.expected_failures] if tier else []
-    return paths + builtin_lists(run["profile"], tier_name)
 
 
 def register(cli: click.Group) -> None:

@@ -12,8 +12,7 @@ import json
 import click
 from rich.console import Console
 
-from instep.cli.context import AppContext
-from instep.cli.run_cmd import db_option, format_option, open_store
+from instep.cli.context import AppContext, db_option, format_option, open_store
 
 _TITLES = {
     "new": "new failures",
@@ -34,18 +33,16 @@ _TITLES = {
 @click.pass_obj
 def compare_command(app: AppContext, base_ref: str, new_ref: str, fmt: str, db: str | None) -> int:
     """Compare run NEW with run BASE case by case, following each error's migration."""
+    # fast CLI start: the library loads when the command runs
     from instep.triage.migration import compare
     from instep.triage.reclassify import reclassify_run
 
-    store = open_store(app, db, must_exist=True)
-    try:
+    with open_store(app, db, must_exist=True) as store:
         runs = []
         for ref in (base_ref, new_ref):
             run = store.get_run(ref)
             reclassify_run(store, run, app.profile(run.profile))
-            runs.append((run.name, store.outcome_rows(run.id)))
-    finally:
-        store.close()
+            runs.append((run.name, store.outcome_records(run.id)))
     groups = compare(runs[0], runs[1])
     if fmt == "json":
         data = {

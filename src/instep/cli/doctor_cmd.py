@@ -65,6 +65,7 @@ def env_command(
     Exits 1 when a check fails or a test source uses a torch internal that the installed
     torch lacks.
     """
+    # fast CLI start: the library loads when the command runs
     from instep.doctor.env_report import diagnose_environment
 
     report = diagnose_environment(app.profile(profile_name), tests, python)
@@ -141,6 +142,7 @@ def compile_command(
     stage, PID, graph/kernel and all thread stacks on stderr. Exits with the command's
     exit code (124 when --timeout killed it).
     """
+    # fast CLI start: the library loads when the command runs
     from instep.doctor.compile_session import run_compile_doctor, split_command
     from instep.doctor.env_checks import require_torch
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import click
 
-from instep.cli.context import AppContext
-from instep.cli.run_cmd import db_option, open_store
+from instep.cli.context import AppContext, db_option, open_store
 
 
 @click.command("merge")
@@ -14,13 +13,11 @@ from instep.cli.run_cmd import db_option, open_store
 @click.pass_obj
 def merge_command(app: AppContext, sources: tuple[str, ...], db: str | None) -> None:
     """Copy every run of the stores DB... into --db (or the config's store)."""
+    # fast CLI start: the library loads when the command runs
     from instep.store.merge import merge_into
 
-    store = open_store(app, db)
-    try:
+    with open_store(app, db) as store:
         report = merge_into(store, list(sources))
-    finally:
-        store.close()
     click.echo(
         f"merged {len(report.copied)} runs ({report.outcomes} outcomes)"
         + (f", {len(report.skipped)} already present" if report.skipped else "")

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import click
 
-from instep.cli.context import AppContext
-from instep.cli.run_cmd import db_option, open_store
+from instep.cli.context import AppContext, db_option, open_store
 from instep.errors import BadInput
 
 
@@ -58,27 +57,28 @@ def report_command(
     db: str | None,
 ) -> None:
     """Report on RUN (a name, an id, or 'latest'): HTML dashboard or weekly Markdown."""
+    # fast CLI start: the library loads when the command runs
     from instep.report.run_summary import summarize_run
 
     if fmt == "html":
         if out is None:
             raise BadInput("instep report: --out DIR is required for the HTML dashboard")
+        # fast CLI start: the library loads when the command runs
         from instep.report.dashboard import output_directory, require_plotly
 
         require_plotly()  # before reading anything: a missing extra is said at once
         output_directory(out)
-    store = open_store(app, db, must_exist=True)
-    try:
+    with open_store(app, db, must_exist=True) as store:
         summary = summarize_run(store, run_ref, history=history)
-    finally:
-        store.close()
     if fmt == "html":
+        # fast CLI start: the library loads when the command runs
         from instep.report.dashboard import write_dashboard
 
         assert out is not None
         dashboard = write_dashboard(summary, out)
         click.echo(str(dashboard.index))
         return
+    # fast CLI start: the library loads when the command runs
     from instep.report.weekly import weekly_markdown
 
     text = weekly_markdown(summary, lang)

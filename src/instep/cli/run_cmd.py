@@ -1,8 +1,7 @@
 """``instep run``: run test cases isolated in worker processes and store every outcome.
 
 Parses options, resolves the tier, profile and store from the configuration, and calls
-:func:`instep.run.runner.execute_run` (or :func:`collect_cases`). Also holds the ``--db``
-option shared by ``show``, ``runs`` and ``merge``.
+:func:`instep.run.runner.execute_run` (or :func:`collect_cases`).
 """
 
 from __future__ import annotations
@@ -13,42 +12,8 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from instep.cli.context import AppContext
-from instep.errors import BadInput, MissingInput
-
-DB_HELP = "Result store: a SQLite path or a postgresql:// URL (default: the config's 'db')."
-
-
-def db_option(func):  # type: ignore[no-untyped-def]
-    return click.option("--db", "db", metavar="PATH|URL", help=DB_HELP)(func)
-
-
-def format_option(func):  # type: ignore[no-untyped-def]
-    """``--format table|json`` of the commands that print a store's contents."""
-    return click.option(
-        "--format",
-        "fmt",
-        type=click.Choice(["table", "json"]),
-        default="table",
-        show_default=True,
-        help="Output format.",
-    )(func)
-
-
-def store_target(app: AppContext, db: str | None) -> str:
-    if db:
-        return db
-    value = app.config.db
-    return value if "://" in value else str(app.config.resolve(value))
-
-
-def open_store(app: AppContext, db: str | None, must_exist: bool = False):  # type: ignore[no-untyped-def]
-    from instep.store import Store
-
-    target = store_target(app, db)
-    if must_exist and "://" not in target and not Path(target).exists():
-        raise MissingInput(f"store {target} does not exist (run 'instep run' first, or pass --db)")
-    return Store(target)
+from instep.cli.context import AppContext, db_option, store_target
+from instep.errors import BadInput
 
 
 def _split_list(value: str | None) -> list[str]:
@@ -181,6 +146,7 @@ def run_command(
     Exit codes follow pytest: 0 all passed, 1 failures (or cases left unrun), 5 nothing
     collected, 2 bad usage, 130 interrupted.
     """
+    # fast CLI start: the library loads when the command runs
     from instep.run.host_protocol import last_error_line
     from instep.run.runner import RunOptions, collect_cases, execute_run
     from instep.run.sharding import parse_shard
@@ -189,6 +155,7 @@ def run_command(
     profile = app.profile(profile_name)
     all_paths = list(paths)
     if tier:  # built-in tiers L0..L6, tier files and the config's [tiers.NAME]
+        # fast CLI start: the library loads when the command runs
         from instep.suites.tiers import resolve_tier
 
         tier_def = resolve_tier(config, tier)
@@ -244,37 +211,37 @@ def run_command(
         return 0 if collection.cases else 5
     if resume and (paths or tier or run_name):
         raise BadInput("--resume RUN reuses the run's paths and name: give no PATHS/--tier/--run")
+    # fast CLI start: the library loads when the command runs
     from instep.run.progress import ProgressReporter
+    from instep.triage.classifier import Classifier
 
     target = store_target(app, db)
-    result = execute_run(target, profile, opts, ProgressReporter(), resume=resume)
+    result = execute_run(
+        target, profile, opts, ProgressReporter(), resume=resume, classifier=Classifier
+    )
     if bisect:
         _bisect(target, result, profile, opts)
     if junit_xml is not None:
+        # fast CLI start: the library loads when the command runs
         from instep.run.junit_xml import write_junit_xml
         from instep.store import Store
 
-        store = Store(target)
-        try:
+        with Store(target) as store:
             outcomes = store.outcome_rows(result.run.id)
-        finally:
-            store.close()
         write_junit_xml(junit_xml, result.run.name, outcomes)
     return result.exit_code
 
 
 def _bisect(target: str, result, profile, opts) -> None:  # type: ignore[no-untyped-def]
     """``--bisect``: the backend ladder over the run's failed cases; prints what it cost."""
+    # fast CLI start: the library loads when the command runs
     from instep.store import Store
     from instep.triage.backend_ladder import bisect_run
 
-    store = Store(target)
-    try:
+    with Store(target) as store:
         report = bisect_run(
             store, result.run, profile, opts.workers, opts.inductor_cache_dir, base=opts
         )
-    finally:
-        store.close()
     share = 100.0 * report.wall_s / result.wall_s if result.wall_s else 0.0
     where = (
         "on the Ray cluster" if opts.engine == "ray" else f"in {report.hosts_started} worker hosts"

@@ -9,8 +9,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from instep.cli.context import AppContext
-from instep.cli.run_cmd import db_option, format_option, open_store
+from instep.cli.context import AppContext, db_option, format_option, open_store
+from instep.outcome import FAILING
 
 
 @click.command("runs")
@@ -19,23 +19,21 @@ from instep.cli.run_cmd import db_option, format_option, open_store
 @click.pass_obj
 def runs_command(app: AppContext, fmt: str, db: str | None) -> None:
     """List the runs of the store, oldest first."""
+    # fast CLI start: the library loads when the command runs
     from instep.store import run_dict
 
-    store = open_store(app, db, must_exist=True)
-    try:
+    with open_store(app, db, must_exist=True) as store:
         rows = [
             run_dict(run, store.status_counts(run.id), store.planned_count(run.id))
             for run in store.list_runs()
         ]
-    finally:
-        store.close()
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
         return
     table = Table("run", "status", "profile", "shard", "started", "cases", "passed", "failing")
     for row in rows:
         counts = row["counts"]
-        failing = sum(counts.get(s, 0) for s in ("failed", "error", "crashed", "timeout"))
+        failing = sum(counts.get(s, 0) for s in FAILING)
         table.add_row(
             row["name"],
             row["status"],

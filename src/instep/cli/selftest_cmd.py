@@ -8,8 +8,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from instep.cli.context import AppContext
-from instep.cli.run_cmd import format_option
+from instep.cli.context import AppContext, format_option
 
 
 @click.command("selftest")
@@ -22,6 +21,7 @@ def selftest_command(
     app: AppContext, profile_name: str, workers: int, only: tuple[str, ...], fmt: str
 ) -> int:
     """Compile on CPU with a fault injected at each layer; check the classifier's layer."""
+    # fast CLI start: the library loads when the command runs
     from instep.errors import BadInput
     from instep.triage.selftest import run_selftest
     from instep.triage.selftest.matrix import EXPECTED

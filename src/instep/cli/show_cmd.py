@@ -12,8 +12,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from instep.cli.context import AppContext
-from instep.cli.run_cmd import db_option, format_option, open_store
+from instep.cli.context import AppContext, db_option, format_option, open_store
 
 
 @click.command("show")
@@ -45,16 +44,14 @@ def show_command(
     db: str | None,
 ) -> None:
     """Show the outcomes of RUN (a name, an id, or 'latest')."""
+    # fast CLI start: the library loads when the command runs
     from instep.store import run_dict
 
-    store = open_store(app, db, must_exist=True)
-    try:
+    with open_store(app, db, must_exist=True) as store:
         run = store.get_run(run_ref)
         outcomes = store.outcome_rows(run.id, final_only=not all_attempts)
         counts = store.status_counts(run.id)
         planned = store.planned_count(run.id)
-    finally:
-        store.close()
     if statuses:
         outcomes = [o for o in outcomes if o["status"] in statuses]
     if show_metrics:
@@ -70,6 +67,7 @@ def show_command(
         + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())),
         highlight=False,
     )
+    # fast CLI start: the library loads when the command runs
     from instep.run.progress import case_width, node_tail
 
     width = case_width(console.width, share=0.35)
@@ -98,6 +96,7 @@ def show_command(
 
 
 def _show_metrics(run, outcomes, counts, planned, fmt: str) -> None:  # type: ignore[no-untyped-def]
+    # fast CLI start: the library loads when the command runs
     from instep.store import run_dict
     from instep.suites.metrics import run_metrics, table_rows
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import click
@@ -17,8 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from instep.cli.context import AppContext
-from instep.cli.run_cmd import db_option, format_option, open_store
+from instep.cli.context import AppContext, db_option, format_option, open_store
 from instep.errors import BadInput
 
 FORMATS = ("instep", "pytorch", "npu")
@@ -33,6 +31,7 @@ def tier_group() -> None:
 @click.pass_obj
 def tier_list(app: AppContext) -> None:
     """Every tier: built-in, tier files and the config's."""
+    # fast CLI start: the library loads when the command runs
     from instep.suites.tiers import available_tiers
 
     table = Table("tier", "source", "paths", "description")
@@ -49,6 +48,7 @@ def tier_list(app: AppContext) -> None:
 @click.pass_obj
 def tier_show(app: AppContext, name: str, profile_name: str | None) -> None:
     """A tier's paths, -k, timeout, isolation and the pytest options it passes."""
+    # fast CLI start: the library loads when the command runs
     from instep.suites.tiers import available_tiers
 
     tiers = available_tiers(app.config)
@@ -72,7 +72,11 @@ def tier_show(app: AppContext, name: str, profile_name: str | None) -> None:
 @tier_group.command("L2")
 @click.option("--from-run", "run_ref", metavar="RUN", required=True, help="The run's batches.")
 @click.option(
-    "--batch", "batches", multiple=True, metavar="SIG", help="Only this batch (repeatable)."
+    "--batch",
+    "batches",
+    multiple=True,
+    metavar="ID|SIG",
+    help="Only this batch: its id from 'instep triage', or its signature (repeatable).",
 )
 @click.option(
     "--output",
@@ -89,35 +93,20 @@ def tier_l2(
     db: str | None,
 ) -> None:
     """Write tier L2 (batch regression): the failing cases of RUN, batch by batch."""
-    from instep.suites.tiers import tier_file, write_tier_file
+    # fast CLI start: the library loads when the command runs
+    from instep.suites.tiers import batch_regression, tier_file, write_tier_file
 
-    store = open_store(app, db, must_exist=True)
-    try:
+    with open_store(app, db, must_exist=True) as store:
         run = store.get_run(run_ref)
-        outcomes = store.outcome_rows(run.id)
-        root = store.get_run(run_ref).settings.get("cwd") or str(Path.cwd())
-    finally:
-        store.close()
-    groups: dict[str, list[str]] = defaultdict(list)
-    for o in outcomes:
-        if o["status"] not in ("failed", "error", "crashed", "timeout"):
-            continue
-        key = o["signature"] or o["category"] or o["exception_type"] or o["status"]
-        groups[key].append(o["case"])
-    if batches:
-        groups = defaultdict(list, {k: v for k, v in groups.items() if k in batches})
-    if not groups:
+        outcomes = store.outcome_records(run.id)
+    root = run.settings.get("cwd") or str(Path.cwd())
+    chosen, paths = batch_regression(outcomes, batches, root)
+    if not chosen:
         raise BadInput(f"run {run.name}: no failing cases{' in those batches' if batches else ''}")
-    paths = [_absolute(root, case) for key in sorted(groups) for case in groups[key]]
     target = output or tier_file(app.config, "L2")
-    desc = f"batch regression from run {run.name}: {len(groups)} batches, {len(paths)} cases"
+    desc = f"batch regression from run {run.name}: {len(chosen)} batches, {len(paths)} cases"
     write_tier_file(target, "L2", paths, desc)
     click.echo(f"wrote {target}: {desc}")
-
-
-def _absolute(root: str, nodeid: str) -> str:
-    path, sep, rest = nodeid.partition("::")
-    return (path if Path(path).is_absolute() else str(Path(root) / path)) + sep + rest
 
 
 @tier_group.command("check")
@@ -139,20 +128,14 @@ def tier_check(
 
     Without --expected: the run's tier's lists and instep's list for the run's profile.
     """
-    from instep.suites.expected_failures import builtin_lists, load_lists, reconcile
-    from instep.suites.tiers import available_tiers
+    # fast CLI start: the library loads when the command runs
+    from instep.suites.expected_failures import load_lists, reconcile
+    from instep.suites.tiers import expected_lists
 
-    store = open_store(app, db, must_exist=True)
-    try:
+    with open_store(app, db, must_exist=True) as store:
         run = store.get_run(run_ref)
-        outcomes = store.outcome_rows(run.id)
-    finally:
-        store.close()
-    paths = list(lists)
-    if not paths and run.tier:
-        tier = available_tiers(app.config).get(run.tier)
-        paths = [Path(p) for p in tier.expected_failures] if tier else []
-        paths += builtin_lists(run.profile, run.tier)
+        outcomes = store.outcome_records(run.id)
+    paths = list(lists) or expected_lists(app.config, run.tier, run.profile)
     result = reconcile(outcomes, load_lists(paths))
     if fmt == "json":
         click.echo(json.dumps(result.as_dict(), indent=2, ensure_ascii=False))
@@ -193,6 +176,7 @@ def tier_convert(
 ) -> None:
     """Convert an expected-failure list between instep TOML, PyTorch's disabled-tests JSON
     and torch_npu's typed disabled_tests_type.json (the source format is detected)."""
+    # fast CLI start: the library loads when the command runs
     from instep.suites import expected_failures as xf
 
     entries = xf.load_list(source)
@@ -226,14 +210,12 @@ def tier_propose(
     app: AppContext, run_ref: str, lists: tuple[Path, ...], fmt: str, db: str | None
 ) -> None:
     """For each listed entry RUN executed: a proposed layer, category and reason."""
+    # fast CLI start: the library loads when the command runs
     from instep.suites.expected_failures import load_lists, propose, unittest_name
 
-    store = open_store(app, db, must_exist=True)
-    try:
+    with open_store(app, db, must_exist=True) as store:
         run = store.get_run(run_ref)
-        outcomes = store.outcome_rows(run.id)
-    finally:
-        store.close()
+        outcomes = store.outcome_records(run.id)
     proposals = propose(outcomes, load_lists(lists))
     if fmt == "json":
         click.echo(json.dumps([p.as_dict() for p in proposals], indent=2, ensure_ascii=False))

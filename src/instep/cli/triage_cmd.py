@@ -16,8 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from instep.cli.context import AppContext
-from instep.cli.run_cmd import db_option, format_option, open_store
+from instep.cli.context import AppContext, db_option, format_option, open_store
 
 
 @click.command("triage")
@@ -36,14 +35,20 @@ def triage_command(
     db: str | None,
 ) -> None:
     """Group the failures of RUN into batches by (layer, category, signature)."""
-    from instep.triage.batches import first_seen, follow, group_batches, store_batches
+    # fast CLI start: the library loads when the command runs
+    from instep.triage.batches import (
+        batch_hints,
+        first_seen,
+        follow,
+        group_batches,
+        store_batches,
+    )
     from instep.triage.reclassify import reclassify_run
 
-    store = open_store(app, db, must_exist=True)
-    try:
+    with open_store(app, db, must_exist=True) as store:
         run = store.get_run(run_ref)
         reclassify_run(store, run, app.profile(run.profile), every=reclassify)
-        outcomes = store.outcome_rows(run.id)
+        outcomes = store.outcome_records(run.id)
         batches = group_batches(outcomes)
         store_batches(store, run.id, batches)
         history = first_seen(store, run)
@@ -51,10 +56,8 @@ def triage_command(
         if base_ref is not None:
             base = store.get_run(base_ref)
             reclassify_run(store, base, app.profile(base.profile), every=reclassify)
-            base_batches = group_batches(store.outcome_rows(base.id))
+            base_batches = group_batches(store.outcome_records(base.id))
             progress = follow(base_batches, outcomes)
-    finally:
-        store.close()
     if fmt == "json":
         data = {
             "run": run.name,
@@ -94,18 +97,6 @@ def triage_command(
     console.print(table)
     for batch_id, hint in batch_hints(batches, outcomes):
         console.print(f"[bold]{batch_id}[/bold]: {escape(hint)}")
-
-
-def batch_hints(batches: list, outcomes: list[dict]) -> list[tuple[str, str]]:  # type: ignore[type-arg]
-    """What to do for a batch, where the profile's rule that filed it says (its ``hint``)."""
-    by_case = {o.get("case"): o for o in outcomes}
-    hints = []
-    for b in batches:
-        row = by_case.get(b.representative or (b.cases[0] if b.cases else None)) or {}
-        rule = ((row.get("evidence") or {}).get("triage") or {}).get("rule") or {}
-        if rule.get("hint"):
-            hints.append((b.id, str(rule["hint"])))
-    return hints
 
 
 def _topic(layer: str | None, category: str | None, signature: str | None) -> str:

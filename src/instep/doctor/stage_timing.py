@@ -75,6 +75,7 @@ class StageRule:
 def load_stage_rules(text: str | None = None) -> list[StageRule]:
     """The rules of ``data/stage_events.toml`` (or of ``text`` in that format)."""
     if sys.version_info >= (3, 11):
+        # stdlib tomllib from 3.11, the tomli backport on 3.10
         import tomllib
     else:  # pragma: no cover - 3.10
         import tomli as tomllib
@@ -206,12 +207,14 @@ class StageRecorder:
     # -- the active recorder
 
     def __enter__(self) -> StageRecorder:
+        # compile_hooks imports this module: the cycle closes at run time
         from instep.doctor import compile_hooks
 
         compile_hooks.activate(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
+        # compile_hooks imports this module: the cycle closes at run time
         from instep.doctor import compile_hooks
 
         compile_hooks.deactivate(self)

@@ -11,6 +11,9 @@ renders output.
 
 from __future__ import annotations
 
+import ast
+import importlib.metadata
+import importlib.util
 import os
 import re
 import subprocess
@@ -203,10 +206,6 @@ def _module_version_statically(module: str, attribute: str) -> str | None:
     ``version.NAME`` from a constant assignment in the package's ``version.py``.
     ``None`` when neither applies: the probe then imports the module in a subprocess.
     """
-    import ast
-    import importlib.metadata
-    import importlib.util
-
     top = module.split(".")[0]
     if attribute == "__version__" and module == top:
         for dist in importlib.metadata.packages_distributions().get(top, []):

@@ -20,6 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import jinja2
 from markupsafe import Markup
 
 from instep import __version__
@@ -93,8 +94,6 @@ def output_directory(path: Path) -> Path:
 
 
 def _environment() -> Any:
-    import jinja2
-
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("instep.report", "templates"),
         autoescape=True,  # every template is HTML; test text must never become markup
@@ -117,6 +116,7 @@ def _environment() -> Any:
 
 def _figures(summary: RunSummary, go: Any) -> dict[str, str]:
     """The plotly figures of the index page, as JSON strings (``plotly.io.to_json``)."""
+    # optional dependency: the 'report' extra
     import plotly.io
 
     figures: dict[str, Any] = {}

@@ -18,13 +18,16 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from instep.layers import Layer
+from instep.outcome import FAILING, MANIFESTATIONS, OutcomeRecord, records
+from instep.store import run_dict
 from instep.suites.case_record import LEGS, read_case_figures
 from instep.suites.metrics import RunMetrics, run_metrics, table_rows
-from instep.triage.batches import FAILING, Batch, first_seen, follow, group_batches
+from instep.triage.batches import Batch, first_seen, follow, group_batches
 from instep.triage.migration import CaseMigration, follow_cases, step_label
 
 #: Runs of the same profile and tier shown in the trend (the reported run included).
@@ -90,7 +93,7 @@ def traceback_text(outcome: dict[str, Any]) -> str:
     text = (outcome.get("longrepr") or "").strip()
     if not text:
         text = format_chain(outcome.get("exception_chain") or [])
-        if outcome.get("status") in ("crashed", "timeout") and outcome.get("stderr_tail"):
+        if outcome.get("status") in MANIFESTATIONS and outcome.get("stderr_tail"):
             text = (text + "\n\n" if text else "") + str(outcome["stderr_tail"]).strip()
     lines = text.splitlines()
     if len(lines) > MAX_TRACEBACK_LINES:
@@ -124,28 +127,33 @@ def format_chain(chain: list[dict[str, Any]]) -> str:
 
 def summarize_run(store: Any, run_ref: str, *, history: int = DEFAULT_HISTORY) -> RunSummary:
     """Gather the report data of ``run_ref`` (name, id or ``latest``) from ``store``."""
-    from instep.store import run_dict
-
     run = store.get_run(run_ref)
     counts = store.status_counts(run.id)
     planned = store.planned_count(run.id)
     series = _same_series(store.list_runs(), run)[-max(1, history) :]
-    rows_by_run: dict[int, list[dict[str, Any]]] = {}
+    rows_by_run: dict[int, list[dict[str, Any]]] = {}  # what the pages show
+    records_by_run: dict[int, list[OutcomeRecord]] = {}  # what the figures are computed from
     trend = []
     for earlier in series:
         rows = store.outcome_rows(earlier.id)
         rows_by_run[earlier.id] = rows
-        trend.append(_trend_point(earlier, rows, store.planned_count(earlier.id)))
+        records_by_run[earlier.id] = records(rows)
+        trend.append(
+            _trend_point(earlier, records_by_run[earlier.id], store.planned_count(earlier.id))
+        )
     outcomes = rows_by_run[run.id]
-    metrics = run_metrics(outcomes, planned)
+    finals = records_by_run[run.id]
+    metrics = run_metrics(finals, planned)
     previous = series[-2] if len(series) > 1 else None
     previous_rows = rows_by_run[previous.id] if previous is not None else None
     previous_metrics = (
-        run_metrics(previous_rows, store.planned_count(previous.id)) if previous_rows else None
+        run_metrics(records_by_run[previous.id], store.planned_count(previous.id))
+        if previous is not None and previous_rows
+        else None
     )
-    batches = group_batches(outcomes)
+    batches = group_batches(finals)
     batch_of = {case: b.id for b in batches for case in b.cases}
-    migrations = follow_cases([(r.name, rows_by_run[r.id]) for r in series])
+    migrations = follow_cases([(r.name, records_by_run[r.id]) for r in series])
     chains = {m.case: m for m in migrations}
     matrix_flat = run.version_matrix or {}
     return RunSummary(
@@ -159,7 +167,7 @@ def summarize_run(store: Any, run_ref: str, *, history: int = DEFAULT_HISTORY) -
         previous=previous.name if previous is not None else None,
         previous_metric_rows=table_rows(previous_metrics) if previous_metrics else [],
         trend=trend,
-        matrix=layer_category_matrix(outcomes),
+        matrix=layer_category_matrix(finals),
         batches=_batch_rows(batches, outcomes, previous_rows, first_seen(store, run)),
         migrations=[_migration_row(m) for m in migrations if _moved(m)],
         cases=[_case_row(o, batch_of.get(o["case"]), chains.get(o["case"])) for o in outcomes],
@@ -177,9 +185,9 @@ def _same_series(runs: list[Any], run: Any) -> list[Any]:
     ]
 
 
-def _trend_point(run: Any, rows: list[dict[str, Any]], planned: int) -> dict[str, Any]:
+def _trend_point(run: Any, rows: list[OutcomeRecord], planned: int) -> dict[str, Any]:
     m: RunMetrics = run_metrics(rows, planned)
-    statuses = Counter(o["status"] for o in rows)
+    statuses = Counter(o.status.value for o in rows)
     ran = m.executed - statuses["skipped"]
     return {
         "run": run.name,
@@ -207,12 +215,12 @@ def _layer_order(layer: str) -> tuple[int, str]:
         return 99, layer
 
 
-def layer_category_matrix(outcomes: list[dict[str, Any]]) -> dict[str, Any]:
+def layer_category_matrix(outcomes: Iterable[OutcomeRecord | dict[str, Any]]) -> dict[str, Any]:
     """Failing final outcomes counted by layer (pipeline order) and category."""
     cells: Counter[tuple[str, str]] = Counter()
-    for o in outcomes:
-        if o["status"] in FAILING:
-            cells[(o.get("layer") or UNTRIAGED, o.get("category") or UNCLASSIFIED)] += 1
+    for o in records(outcomes):
+        if o.failing:
+            cells[(o.layer or UNTRIAGED, o.category or UNCLASSIFIED)] += 1
     layers = sorted({layer for layer, _ in cells}, key=_layer_order)
     categories = sorted({category for _, category in cells})
     return {

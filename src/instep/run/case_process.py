@@ -23,6 +23,7 @@ import faulthandler
 import importlib
 import mmap
 import os
+import resource
 import signal
 import sys
 import threading
@@ -35,7 +36,9 @@ from typing import Any
 
 import pytest
 
-from instep.run.host_protocol import FAILING, last_error_line
+from instep.outcome import FAILING
+from instep.run.host_protocol import last_error_line
+from instep.run.output_capture import read_tail, redirect_std_fds, truncate_std_fds
 from instep.run.process_model import ImportWatch
 from instep.run.pytest_plugin import OutcomeRecorder
 
@@ -256,8 +259,6 @@ def configure_session(config) -> None:  # type: ignore[no-untyped-def]
 
 
 def _isolate_process(ctx: ServeContext) -> None:
-    from instep.run.output_capture import redirect_std_fds
-
     with contextlib.suppress(OSError):  # a spawned process already leads its own session
         os.setpgid(0, 0)
     _die_with_parent()
@@ -265,8 +266,6 @@ def _isolate_process(ctx: ServeContext) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     limit_mb = ctx.settings.get("memory_limit_mb")
     if limit_mb:
-        import resource
-
         limit = int(limit_mb) * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     redirect_std_fds(ctx.workdir / "stdout.txt", ctx.workdir / "stderr.txt")
@@ -283,8 +282,6 @@ def _serve(
     not_collected: str | None = None,
 ) -> None:
     """Run the requested cases until told to stop, a case fails, or (``case``) one ran."""
-    from instep.run.output_capture import read_tail, truncate_std_fds
-
     out_path, err_path = ctx.workdir / "stdout.txt", ctx.workdir / "stderr.txt"
     recorder, board = ctx.recorder, ctx.board
 
@@ -318,6 +315,7 @@ def _serve(
                     item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
                 data = recorder.finish()
                 if stages is not None and stages.graphs:
+                    # only for a case that imported torch: the host's pre-fork imports stay few
                     from instep.doctor.stage_timing import stage_totals
 
                     graphs = stages.as_dict().get("graphs", [])
@@ -364,6 +362,7 @@ class _CaseStages:
             self.path.unlink()
         if "torch" not in sys.modules:
             return None
+        # only for a case that imported torch: the host's pre-fork imports stay few
         from instep.doctor.stage_timing import StageRecorder
 
         self.recorder = StageRecorder(snapshot_path=self.path)
@@ -402,6 +401,7 @@ def _die_with_parent() -> None:
     host (it killed the host, or the runner killed the host) would be orphaned.
     """
     try:
+        # ctypes may be missing (minimal Python builds): the except covers it
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)

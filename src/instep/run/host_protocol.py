@@ -1,4 +1,4 @@
-"""What the runner and its worker hosts agree on: the pipe variable and status names.
+"""What the runner and its worker hosts agree on: the pipe variable and its messages.
 
 Kept apart so the runner can use them without importing pytest (the hosts do that).
 Messages are pickled dicts over ``multiprocessing.connection.Connection`` pipes:
@@ -12,8 +12,6 @@ import signal
 
 #: Environment variable holding the host's two pipe fds: ``"IN,OUT"``.
 ENV_FDS = "INSTEP_HOST_FDS"
-#: Statuses that fail a run, retire an ``--isolate worker`` process and trigger reruns.
-FAILING = ("failed", "error", "crashed", "timeout")
 
 
 def signal_name(num: int) -> str:

@@ -21,7 +21,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from instep.run.host_protocol import FAILING
+from instep.outcome import FAILING
 from instep.run.runner import RunReporter, RunResult
 
 if TYPE_CHECKING:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from _pytest.unittest import TestCaseFunction
 
 from instep.run.exception_chain import MAX_MESSAGE, exception_chain
 
@@ -248,8 +249,6 @@ def _keep_unittest_xfail_causes() -> None:
 
     pytest's ``TestCaseFunction.addExpectedFailure`` turns it into an ``XFailed`` and drops
     the error; the wrapper keeps it (once per process, idempotent)."""
-    from _pytest.unittest import TestCaseFunction
-
     original = TestCaseFunction.addExpectedFailure
     if getattr(original, "_instep", False):
         return

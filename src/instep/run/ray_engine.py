@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from instep.doctor.version_matrix import read_version_matrix
 from instep.errors import InstepError, require_module
 from instep.run.worker_pool import (
     HOST_GRACE_S,
@@ -106,6 +107,7 @@ atexit.register(_close_slot)
 
 
 def _granted_ids(resource: str) -> list[str]:
+    # optional dependency: the 'ray' extra
     import ray
 
     with contextlib.suppress(Exception):
@@ -114,6 +116,7 @@ def _granted_ids(resource: str) -> list[str]:
 
 
 def _where(resource: str, ids: list[str]) -> dict[str, Any]:
+    # optional dependency: the 'ray' extra
     import ray
 
     ctx = ray.get_runtime_context()
@@ -207,8 +210,6 @@ def run_chunk(
 
 def read_node_matrix(profile: Any) -> dict[str, Any]:
     """Body of the task reading the version matrix on a node that has the device."""
-    from instep.doctor.version_matrix import read_version_matrix
-
     matrix = read_version_matrix(profile).flat()
     matrix["ray_node"] = socket.gethostname()
     return matrix
@@ -325,6 +326,7 @@ class RayPool:
         ray = self._ray
         options: dict[str, Any] = {"num_cpus": 0}
         with contextlib.suppress(Exception):
+            # optional dependency: the 'ray' extra
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
             here = ray.get_runtime_context().get_node_id()

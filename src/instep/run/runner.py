@@ -5,8 +5,10 @@ worker hosts collect the paths, keeps the planned cases (``--shard`` applied), r
 has no final outcome yet, and commits each outcome as it arrives. ``--reruns N`` keeps
 every attempt; the last is ``final`` and a pass after a failure is marked ``flaky``. A
 collection error or a conftest that raises is an outcome of layer ``env``, not a crash of
-the run. Each non-passing outcome is classified (``instep.triage.classifier``: layer,
-category, signature) before it is stored. :func:`collect_cases` is ``--collect-only``.
+the run. Each non-passing outcome is filed (layer, category, signature) before it is
+stored by the classifier the caller injects (an :class:`OutcomeClassifier`, such as
+``instep.triage.classifier.Classifier``): ``run`` imports nothing from ``triage``.
+:func:`collect_cases` is ``--collect-only``.
 ``--engine ray`` runs the same loop over :class:`~instep.run.ray_engine.RayPool` (Ray
 tasks across a cluster) instead of a local :class:`WorkerPool`. Rendering is the
 reporter's job.
@@ -14,8 +16,10 @@ reporter's job.
 
 from __future__ import annotations
 
+import getpass
 import logging
 import os
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -23,18 +27,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from instep.doctor.version_matrix import read_version_matrix
 from instep.errors import BadInput, InstepError, MissingDependency
+from instep.outcome import FAILING, MANIFESTATIONS
 from instep.profiles import Profile
 from instep.run.exception_chain import module_from_path
-from instep.run.host_protocol import FAILING, last_error_line
+from instep.run.host_protocol import last_error_line
 from instep.run.process_model import choose as choose_model
 from instep.run.sharding import select_shard
 from instep.run.worker_pool import HostConfig, PoolEvent, WorkerPool, WorkItem, check_python_module
-from instep.triage.classifier import Classifier
-from instep.triage.signature import failure_signature
 
 if TYPE_CHECKING:  # the store (SQLAlchemy) is imported once the worker hosts are starting
     from instep.store import Run, Store
@@ -43,6 +46,21 @@ log = logging.getLogger(__name__)
 
 #: pytest's exit codes, which ``instep run`` follows.
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NO_TESTS = 0, 1, 130, 5
+
+
+class OutcomeClassifier(Protocol):
+    """What the runner asks of triage, injected so that ``run`` never imports it."""
+
+    def file_outcome(self, data: dict[str, Any], nodeid: str) -> None:
+        """File a non-passing outcome in place (layer, category, signature, evidence)."""
+
+    def signature(self, exception_type: str | None, message: str | None) -> str:
+        """The stored signature of a failure the runner files itself (collection errors)."""
+
+
+#: Builds a run's classifier from its profile and the directories generated code is
+#: written to (``generated_roots``); ``instep.triage.classifier.Classifier`` is one.
+ClassifierFactory = Callable[[Profile, tuple[str, ...]], OutcomeClassifier]
 
 
 @dataclass
@@ -143,9 +161,6 @@ def inductor_cache(env: dict[str, str]) -> Path:
     """The Inductor cache directory the cases will use, as torch chooses it."""
     if env.get("TORCHINDUCTOR_CACHE_DIR"):
         return Path(env["TORCHINDUCTOR_CACHE_DIR"])
-    import getpass
-    import tempfile
-
     user = getpass.getuser().replace("\\", "_")  # torch._inductor.runtime.cache_dir_utils
     return Path(tempfile.gettempdir()) / f"torchinductor_{user}"
 
@@ -212,6 +227,7 @@ def _make_pool(
         return WorkerPool(config, opts.workers, collect=collect)
     if opts.engine != "ray":
         raise BadInput(f"--engine {opts.engine}: expected 'local' or 'ray'")
+    # the Ray engine (the 'ray' extra) only for --engine ray
     from instep.run.ray_engine import RayPool
 
     # every node runs from the driver's directory; preimports are checked by each node's host
@@ -233,7 +249,7 @@ def make_pool(profile: Profile, opts: RunOptions) -> WorkerPool:
 
 
 def classified_outcome(
-    event: PoolEvent, item: WorkItem, profile: Profile, classifier: Classifier
+    event: PoolEvent, item: WorkItem, profile: Profile, classifier: OutcomeClassifier
 ) -> dict[str, Any]:
     """A host's outcome as the store takes it: times, worker, device, and for a failure
     its layer, category and signature."""
@@ -283,12 +299,18 @@ def execute_run(
     opts: RunOptions,
     reporter: RunReporter | None = None,
     resume: str | None = None,
+    *,
+    classifier: ClassifierFactory,
 ) -> RunResult:
     """Run (or resume) a run to its end and return the summary.
+
+    ``classifier`` builds the run's :class:`OutcomeClassifier` (its profile, the Inductor
+    cache as generated code): ``instep.triage.classifier.Classifier`` for ``instep run``.
 
     ``store`` may be a target (path or URL) instead of an open store: it is then opened
     while the worker hosts start (they import torch meanwhile), and closed at the end.
     """
+    # SQLAlchemy loads while the worker hosts start (see TYPE_CHECKING above)
     from instep.store import Store
 
     reporter = reporter or RunReporter()
@@ -329,7 +351,18 @@ def execute_run(
             raise
     try:
         return _execute(
-            store, run, pool, profile, opts, settings, plan, attempts, reporter, resume, began
+            store,
+            run,
+            pool,
+            profile,
+            opts,
+            settings,
+            plan,
+            attempts,
+            reporter,
+            resume,
+            began,
+            classifier,
         )
     finally:
         pool.close()
@@ -349,6 +382,7 @@ def _execute(
     reporter: RunReporter,
     resume: str | None,
     began: float,
+    make_classifier: ClassifierFactory,
 ) -> RunResult:
     reporter.run_started(run, resumed=resume is not None)
     env = _run_env(profile, settings, opts)
@@ -358,7 +392,7 @@ def _execute(
     files = {n: f for n, f, _ in plan}
     status = "finished"
     reruns = int(settings.get("reruns", 0))
-    classifier = Classifier(profile, generated_roots=(str(inductor_cache(env)),))
+    classifier = make_classifier(profile, (str(inductor_cache(env)),))
     try:
         with pool:
             planned = resume is not None
@@ -375,7 +409,7 @@ def _execute(
                     if event.data.get("rootdir") and settings.get("rootdir") is None:
                         settings["rootdir"] = event.data["rootdir"]  # what --resume needs
                         store.update_run(run.id, settings=settings)
-                    plan = _make_plan(store, run, opts, collection)
+                    plan = _make_plan(store, run, opts, collection, classifier)
                     files = {n: f for n, f, _ in plan}
                     todo = [WorkItem(n, f, t) for n, f, t in plan if n not in attempts]
                     reporter.plan_ready(len(plan) + len(collection.errors), 0)
@@ -385,7 +419,7 @@ def _execute(
                     pool.submit(todo)
                 elif event.kind == "host_failed" and not planned:
                     planned = True
-                    _record_host_failure(store, run, event, settings["paths"], reporter)
+                    _record_host_failure(store, run, event, settings["paths"], reporter, classifier)
                 elif event.kind == "start" and event.nodeid:
                     reporter.case_started(event.nodeid, event.worker)
                 elif event.kind == "outcome" and event.item is not None:
@@ -472,7 +506,11 @@ def _start_version_matrix(
 
 
 def _make_plan(
-    store: Store, run: Run, opts: RunOptions, collection: Collection
+    store: Store,
+    run: Run,
+    opts: RunOptions,
+    collection: Collection,
+    classifier: OutcomeClassifier,
 ) -> list[tuple[str, str, float | None]]:
     cases = select_device_class(collection.cases, opts.device_class)
     if opts.shard:
@@ -486,7 +524,7 @@ def _make_plan(
     plan += [(c.nodeid, c.file, c.timeout) for c in cases if c.nodeid not in seen]
     store.set_plan(run.id, plan)
     for error in collection.errors:
-        data = _collection_error(error["nodeid"], error["longrepr"])
+        data = _collection_error(error["nodeid"], error["longrepr"], classifier)
         store.record_outcome(run.id, error["nodeid"], error["nodeid"].split("::", 1)[0], data)
     errored = {e["nodeid"] for e in collection.errors}
     return [p for p in plan if p[0] not in errored]
@@ -504,7 +542,7 @@ def _utcnow() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
-def _collection_error(nodeid: str, longrepr: str) -> dict[str, Any]:
+def _collection_error(nodeid: str, longrepr: str, classifier: OutcomeClassifier) -> dict[str, Any]:
     now = _utcnow()
     message = last_error_line(longrepr)
     return {
@@ -512,7 +550,7 @@ def _collection_error(nodeid: str, longrepr: str) -> dict[str, Any]:
         "stage": "collect",
         "layer": "env",
         "category": "env.collection_error",
-        "signature": failure_signature(None, message),
+        "signature": classifier.signature(None, message),
         "confidence": 0.95,
         "message": message,
         "longrepr": longrepr,
@@ -525,7 +563,12 @@ def _collection_error(nodeid: str, longrepr: str) -> dict[str, Any]:
 
 
 def _record_host_failure(
-    store: Store, run: Run, event: PoolEvent, paths: list[str], reporter: RunReporter
+    store: Store,
+    run: Run,
+    event: PoolEvent,
+    paths: list[str],
+    reporter: RunReporter,
+    classifier: OutcomeClassifier,
 ) -> None:
     """A conftest that raises, a failing preimport: one ``env`` outcome per path given."""
     log_text = event.data.get("log", "") or event.data.get("traceback", "")
@@ -533,9 +576,9 @@ def _record_host_failure(
     store.set_plan(run.id, plan)
     reporter.plan_ready(len(plan), 0)
     for path in paths:
-        data = _collection_error(path, log_text[-20_000:])
+        data = _collection_error(path, log_text[-20_000:], classifier)
         data["message"] = _host_failure_line(event, paths)
-        data["signature"] = failure_signature(None, data["message"])
+        data["signature"] = classifier.signature(None, data["message"])
         store.record_outcome(run.id, path, path.split("::", 1)[0], data)
         reporter.outcome(path, "error", True, data)
 
@@ -559,7 +602,7 @@ def _note_stack_layer(data: dict[str, Any], profile: Profile) -> None:
     The frames come from faulthandler's dump (files only), so modules are read from the
     file paths. Stored as ``evidence.stack_layer`` with the frame; triage decides layers.
     """
-    if data.get("status") not in ("crashed", "timeout"):
+    if data.get("status") not in MANIFESTATIONS:
         return
     if (data.get("evidence") or {}).get("stack_layer"):
         return  # the worker host read the running compile stage: that is better evidence
@@ -576,25 +619,12 @@ def _note_stack_layer(data: dict[str, Any], profile: Profile) -> None:
             return
 
 
-def _classify(data: dict[str, Any], nodeid: str, classifier: Classifier) -> None:
-    """File a non-passing outcome under its layer/category/signature before it is stored.
-
-    An expected failure (``xfailed``) is filed too, as the failure it is, so that an
-    expected-failure list can tell when it starts failing for another reason."""
-    status = data.get("status")
-    if status not in FAILING and not (status == "xfailed" and data.get("exception_chain")):
-        return
+def _classify(data: dict[str, Any], nodeid: str, classifier: OutcomeClassifier) -> None:
+    """File a non-passing outcome under its layer/category/signature before it is stored."""
     try:
-        found = classifier.classify(
-            {**data, "case": nodeid, "status": "failed"}
-            if status == "xfailed"
-            else {**data, "case": nodeid}
-        )
+        classifier.file_outcome(data, nodeid)
     except Exception:  # triage is evidence, never a reason to lose the outcome
         log.exception("classifying %s failed", nodeid)
-        return
-    if found is not None:
-        found.apply(data)
 
 
 def _outcome_values(event: PoolEvent, item: WorkItem) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
+import json
 import os
 import signal
 import subprocess
@@ -50,7 +51,9 @@ from instep.run.case_process import (
     pytest_base_args,
     read_phase,
 )
+from instep.run.exception_chain import faulthandler_frames
 from instep.run.host_protocol import ENV_FDS, signal_name
+from instep.run.output_capture import read_tail
 from instep.run.process_model import ProcessModel, device_initialised, warm_imports
 
 DUMP_GRACE_S = 0.5
@@ -299,8 +302,6 @@ class HostSession(CollectingPlugin):
         self.child = None
 
     def _tails(self) -> dict[str, Any]:
-        from instep.run.output_capture import read_tail
-
         out, out_size = read_tail(self.workdir / "stdout.txt")
         err, err_size = read_tail(self.workdir / "stderr.txt")
         return {"stdout_tail": out, "stderr_tail": err, "sizes": (out_size, err_size)}
@@ -377,8 +378,6 @@ class HostSession(CollectingPlugin):
 
 def _compile_in_progress(path: Path) -> dict[str, Any] | None:
     """The innermost compile that was running at the last snapshot, if any."""
-    import json
-
     try:
         snapshot = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -388,8 +387,6 @@ def _compile_in_progress(path: Path) -> dict[str, Any] | None:
 
 
 def _dump_chain(kind: str, message: str, stderr_tail: str) -> list[dict[str, Any]]:
-    from instep.run.exception_chain import faulthandler_frames
-
     dump = faulthandler_frames(stderr_tail)
     frames = dump["frames"] if dump else []
     return [{"type": kind, "message": message, "relation": None, "frames": frames}]
@@ -558,6 +555,7 @@ def _warm_torch() -> None:
     (~1 s) on its first call; nearly every torch test calls it. Only CPU tensors of one
     element are touched: no device is initialised and no thread pool is started.
     """
+    # torch only at the host's warm-up, never when instep is imported
     import torch
 
     with contextlib.suppress(Exception):

@@ -11,6 +11,7 @@ It knows nothing of the store, reruns or the progress bar: :mod:`instep.run.runn
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import logging
 import os
 import shutil
@@ -26,7 +27,6 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from instep.errors import InstepError
 from instep.run.host_protocol import ENV_FDS
 from instep.run.output_capture import read_tail
 
@@ -395,13 +395,7 @@ class WorkerPool:
 
 def check_python_module(name: str) -> bool:
     """Whether ``name`` is importable in this Python, without importing it."""
-    import importlib.util
-
     try:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):
         return False
-
-
-class HostFailure(InstepError):
-    """A worker host could not start (a preimport failed, or conftest/collection broke)."""

@@ -8,12 +8,10 @@
 from __future__ import annotations
 
 from instep.store.queries import OUTCOME_FIELDS, Store, new_run_name, outcome_dict, run_dict
-from instep.store.schema import FAILING, STATUSES, Case, Outcome, Run, RunCase
+from instep.store.schema import Case, Outcome, Run, RunCase
 
 __all__ = [
-    "FAILING",
     "OUTCOME_FIELDS",
-    "STATUSES",
     "Case",
     "Outcome",
     "Run",

@@ -123,6 +123,7 @@ def current_revision(engine: Engine) -> str | None:
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Run the shipped alembic migrations up to ``revision``, under a store-wide lock."""
+    # alembic only when a migration runs: a current store opens without it
     from alembic import command
     from alembic.config import Config
 

@@ -15,7 +15,7 @@ from sqlalchemy import select
 
 from instep.errors import MissingInput
 from instep.store.queries import Store
-from instep.store.schema import Outcome, Run, RunCase
+from instep.store.schema import Case, Outcome, Run, RunCase
 
 _RUN_COPY = (
     "profile",
@@ -43,12 +43,9 @@ def merge_into(target: Store, sources: list[str]) -> MergeReport:
     for source in sources:
         if "://" not in source and not Path(source).is_file():
             raise MissingInput(f"merge: store {source} does not exist")
-        src = Store(source)
-        try:
+        with Store(source) as src:
             for run in src.list_runs():
                 _copy_run(src, target, run, report)
-        finally:
-            src.close()
     return report
 
 
@@ -76,8 +73,6 @@ def _copy_run(src: Store, target: Store, run: Run, report: MergeReport) -> None:
         )
         outcomes = list(s.scalars(select(Outcome).where(Outcome.run_id == run.id)))
         nodeids = {c.id: (c.nodeid, c.file) for c in (o.case for o in outcomes)}
-        from instep.store.schema import Case
-
         for case in s.scalars(select(Case).where(Case.id.in_([p[2] for p in plan]))):
             nodeids[case.id] = (case.nodeid, case.file)
     ids = target.case_ids(nodeids.values())

@@ -23,6 +23,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, contains_eager
 
 from instep.errors import BadInput, MissingInput
+from instep.outcome import OutcomeRecord, records
 from instep.store.database import describe, open_engine
 from instep.store.schema import Case, Outcome, Run, RunCase
 
@@ -87,7 +88,10 @@ def new_run_name() -> str:
 
 
 class Store:
-    """The result store at ``target`` (path or URL), migrated to the current schema."""
+    """The result store at ``target`` (path or URL), migrated to the current schema.
+
+    A context manager: ``with Store(target) as store:`` closes it (disposes of its
+    engine) on leaving the block, whatever happened inside."""
 
     def __init__(self, target: str | Path) -> None:
         self.target = str(target)
@@ -99,6 +103,12 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def session(self) -> Session:
         return Session(self.engine, expire_on_commit=False)
@@ -253,6 +263,10 @@ class Store:
     def outcome_rows(self, run_id: int, *, final_only: bool = True) -> list[dict[str, Any]]:
         """:meth:`outcomes` as plain dicts (:func:`outcome_dict`), what reports and triage read."""
         return [outcome_dict(o) for o in self.outcomes(run_id, final_only=final_only)]
+
+    def outcome_records(self, run_id: int, *, final_only: bool = True) -> list[OutcomeRecord]:
+        """:meth:`outcome_rows` as typed records (:class:`~instep.outcome.OutcomeRecord`)."""
+        return records(self.outcome_rows(run_id, final_only=final_only))
 
     def status_counts(self, run_id: int) -> Counter[str]:
         with self.session() as s:

@@ -31,20 +31,6 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-#: Statuses an outcome can have; the first six are pytest's, the last two the runner's.
-STATUSES = (
-    "passed",
-    "failed",
-    "error",
-    "skipped",
-    "xfailed",
-    "xpassed",
-    "crashed",
-    "timeout",
-)
-#: Statuses that count as a failure of the run (and trigger ``--reruns``).
-FAILING = frozenset({"failed", "error", "crashed", "timeout"})
-
 #: Run statuses.
 RUN_STATUSES = ("running", "finished", "interrupted")
 

@@ -24,6 +24,7 @@ LEG_STATES = ("ok", "fail", "mismatch")
 
 
 def _counters() -> Any:
+    # torch is the user's: only in the process that runs the case
     from torch._dynamo.utils import counters
 
     return counters[GROUP]

@@ -25,12 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from instep.errors import BadInput, MissingInput
+from instep.outcome import PASSING, OutcomeRecord, Status, records
 from instep.tomlfile import load_toml
 
 #: torch_npu's reason classes in ``disabled_tests_type.json``.
 NPU_TYPES = ("DTYPE", "VALUE", "MEMORY", "NOT_SUPPORT", "HCCL", "ERROR_MSG_UNMATCH", "OTHER")
-FAILING = frozenset({"failed", "error", "crashed", "timeout"})
-PASSING = frozenset({"passed", "xpassed"})
 _UNITTEST_NAME = re.compile(r"^(?P<test>[^\s(]+)\s+\((?P<module>[^)]*?)\.?(?P<cls>[^.)]+)\)$")
 
 
@@ -272,44 +271,46 @@ def _first_match(nodeid: str, entries: list[ExpectedFailure]) -> ExpectedFailure
     return next((e for e in entries if e.matches(nodeid)), None)
 
 
-def reconcile(outcomes: list[dict[str, Any]], entries: list[ExpectedFailure]) -> Reconciliation:
-    """Sort a run's final outcomes against expected-failure ``entries``."""
+def reconcile(
+    outcomes: Iterable[OutcomeRecord | dict[str, Any]], entries: list[ExpectedFailure]
+) -> Reconciliation:
+    """Sort a run's final outcomes (records or store rows) against expected-failure ``entries``."""
     result = Reconciliation()
     used: set[int] = set()
-    for o in outcomes:
-        if not o.get("final", True):
+    for o in records(outcomes):
+        if not o.final:
             continue
-        entry = _first_match(o["case"], entries)
+        entry = _first_match(o.case, entries)
         if entry is not None:
             used.add(id(entry))
-            if o["status"] in FAILING or o["status"] == "xfailed":
-                result.expected.append((o["case"], entry))
-                if entry.category and o.get("category") and o["category"] != entry.category:
+            if o.failing or o.status is Status.XFAILED:
+                result.expected.append((o.case, entry))
+                if entry.category and o.category and o.category != entry.category:
                     result.changed.append(
                         {
-                            "case": o["case"],
+                            "case": o.case,
                             "listed": entry.category,
-                            "now": o["category"],
-                            "message": _first_line(o.get("message")),
+                            "now": o.category,
+                            "message": _first_line(o.message),
                         }
                     )
-            elif o["status"] in PASSING:
-                result.fixed.append((o["case"], entry))
-        elif o["status"] == "xpassed":
+            elif o.status in PASSING:
+                result.fixed.append((o.case, entry))
+        elif o.status is Status.XPASSED:
             result.stale_marks.append(
                 {
-                    "case": o["case"],
-                    "mark": o.get("skip_reason") or "xfail",
+                    "case": o.case,
+                    "mark": o.skip_reason or "xfail",
                     "note": "passed despite its expected-failure mark - remove the mark",
                 }
             )
-        elif o["status"] in FAILING:
+        elif o.failing:
             result.unexpected.append(
                 {
-                    "case": o["case"],
-                    "status": o["status"],
-                    "layer": o.get("layer"),
-                    "message": (o.get("message") or "").strip().splitlines()[:1],
+                    "case": o.case,
+                    "status": o.status.value,
+                    "layer": o.layer,
+                    "message": (o.message or "").strip().splitlines()[:1],
                 }
             )
     result.not_run = [e for e in entries if id(e) not in used]
@@ -332,29 +333,31 @@ class Proposal:
         return data
 
 
-def propose(outcomes: list[dict[str, Any]], entries: list[ExpectedFailure]) -> list[Proposal]:
+def propose(
+    outcomes: Iterable[OutcomeRecord | dict[str, Any]], entries: list[ExpectedFailure]
+) -> list[Proposal]:
     """For each listed entry the run executed: layer, category, reason from its outcome."""
     proposals = []
-    for o in outcomes:
-        if not o.get("final", True):
+    for o in records(outcomes):
+        if not o.final:
             continue
-        entry = _first_match(o["case"], entries)
+        entry = _first_match(o.case, entries)
         if entry is None:
             continue
-        message = (o.get("message") or o.get("skip_reason") or "").strip().splitlines()
-        if o["status"] in PASSING:
+        message = (o.message or o.skip_reason or "").strip().splitlines()
+        if o.status in PASSING:
             reason = "passes now: remove it from the list"
         else:
-            reason = message[0][:200] if message else o["status"]
-        layer = o.get("layer") or (o.get("evidence") or {}).get("stack_layer")
+            reason = message[0][:200] if message else o.status.value
+        layer = o.layer or o.evidence.get("stack_layer")
         proposals.append(
             Proposal(
-                case=o["case"],
-                status=o["status"],
+                case=o.case,
+                status=o.status.value,
                 layer=layer,
-                category=o.get("category"),
+                category=o.category,
                 reason=reason,
-                npu_type=npu_type_for(layer, o.get("category"), reason),
+                npu_type=npu_type_for(layer, o.category, reason),
                 listed=entry,
             )
         )

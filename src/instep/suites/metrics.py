@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from instep.outcome import FAILING, MANIFESTATIONS, PASSING, OutcomeRecord, Status, records
 from instep.suites.case_record import read_case_figures
 
 COMPILE_LAYERS = frozenset(
@@ -42,7 +44,6 @@ COMPILE_LAYERS = frozenset(
 )
 AFTER_COMPILE_LAYERS = frozenset({"runtime", "numerics"})
 BEFORE_COMPILE_LAYERS = frozenset({"env", "eager"})
-FAILING = frozenset({"failed", "error", "crashed", "timeout"})
 #: stage_timings keys that are whole compiles (Dynamo's entry; a lazy backward compile).
 COMPILE_TIME_KEYS = ("_compile.compile_inner", "compile_fx.<locals>.bw_compiler")
 AUTOTUNE_MARKERS = ("autotune", "select_algorithm", "benchmark_")
@@ -86,20 +87,20 @@ class RunMetrics:
         return asdict(self)
 
 
-def _compile_state(outcome: dict[str, Any], triad: dict[str, str]) -> str:
+def _compile_state(outcome: OutcomeRecord, triad: dict[str, str]) -> str:
     """``compiled``, ``compile_failed``, ``not_compiled``, ``untriaged`` or ``skipped``."""
-    status = outcome["status"]
-    if status in ("skipped",):
+    status = outcome.status
+    if status is Status.SKIPPED:
         return "skipped"
     if "compiled_device" in triad:
         return "compile_failed" if triad["compiled_device"] == "fail" else "compiled"
-    if triad and status in FAILING and status not in ("crashed", "timeout"):
+    if triad and status in FAILING and status not in MANIFESTATIONS:
         return "not_compiled"  # an eager leg failed first
-    if status in ("passed", "xpassed"):
+    if status in PASSING:
         return "compiled"
-    if status == "xfailed":
+    if status is Status.XFAILED:
         return "skipped"
-    layer = outcome.get("layer") or (outcome.get("evidence") or {}).get("stack_layer")
+    layer = outcome.layer or outcome.evidence.get("stack_layer")
     if layer in COMPILE_LAYERS:
         return "compile_failed"
     if layer in AFTER_COMPILE_LAYERS:
@@ -109,13 +110,13 @@ def _compile_state(outcome: dict[str, Any], triad: dict[str, str]) -> str:
     return "untriaged"
 
 
-def _semantic_ok(outcome: dict[str, Any], triad: dict[str, str]) -> bool:
+def _semantic_ok(outcome: OutcomeRecord, triad: dict[str, str]) -> bool:
     if "compiled_device" in triad and triad["compiled_device"] != "ok":
         return False
-    return outcome["status"] in ("passed", "xpassed")
+    return outcome.status in PASSING
 
 
-def compile_seconds(outcome: dict[str, Any]) -> tuple[float, float]:
+def compile_seconds(outcome: OutcomeRecord | dict[str, Any]) -> tuple[float, float]:
     """Compile and autotune seconds of one case.
 
     From instep's own stage records (``evidence.compile_stages``: every stage but the
@@ -123,11 +124,12 @@ def compile_seconds(outcome: dict[str, Any]) -> tuple[float, float]:
     ``compilation_time_metrics`` (``stage_timings``) are cleared by
     ``torch._dynamo.reset()``, which upstream tests call in the middle of a case. Else
     from ``stage_timings``."""
-    stages = (outcome.get("evidence") or {}).get("compile_stages") or {}
+    (record,) = records([outcome])
+    stages = record.evidence.get("compile_stages") or {}
     if stages:
         compile_s = sum(float(v) for k, v in stages.items() if k != FIRST_RUN_STAGE)
         return compile_s, float(stages.get("autotune") or 0.0)
-    timings = outcome.get("stage_timings") or {}
+    timings = record.stage_timings
     compile_s = sum(float(timings.get(k) or 0.0) for k in COMPILE_TIME_KEYS)
     autotune_s = sum(float(v) for k, v in timings.items() if any(t in k for t in AUTOTUNE_MARKERS))
     return compile_s, autotune_s
@@ -137,20 +139,22 @@ def _rate(part: int, whole: int) -> float | None:
     return round(part / whole, 4) if whole else None
 
 
-def run_metrics(outcomes: list[dict[str, Any]], planned: int | None = None) -> RunMetrics:
-    """The seed 10.3 metrics of the final outcomes of one run (``outcome_dict`` rows)."""
+def run_metrics(
+    outcomes: Iterable[OutcomeRecord | dict[str, Any]], planned: int | None = None
+) -> RunMetrics:
+    """The seed 10.3 metrics of the final outcomes of one run (records or store rows)."""
     m = RunMetrics()
-    final = [o for o in outcomes if o.get("final", True)]
+    final = [o for o in records(outcomes) if o.final]
     m.collected = planned if planned is not None else len(final)
     m.executed = len(final)
-    m.statuses = dict(Counter(o["status"] for o in final))
+    m.statuses = dict(Counter(o.status.value for o in final))
     states: Counter[str] = Counter()
     legs: dict[str, Counter[str]] = {}
     layers: Counter[str] = Counter()
     nodes_pre_fusion = 0
     speedups: list[float] = []
     for o in final:
-        figures = read_case_figures(o.get("metrics"))
+        figures = read_case_figures(o.metrics)
         triad = figures["triad"]
         for leg, state in triad.items():
             legs.setdefault(leg, Counter())[state] += 1
@@ -158,22 +162,22 @@ def run_metrics(outcomes: list[dict[str, Any]], planned: int | None = None) -> R
         states[state] += 1
         if state == "compiled" and _semantic_ok(o, triad):
             m.semantic_passed += 1
-        status = o["status"]
-        m.crashes += status == "crashed"
-        m.timeouts += status == "timeout"
-        if status in FAILING:
-            layers[o.get("layer") or "untriaged"] += 1
-            category = o.get("category") or ""
+        status = o.status
+        m.crashes += status is Status.CRASHED
+        m.timeouts += status is Status.TIMEOUT
+        if o.failing:
+            layers[o.layer or "untriaged"] += 1
+            category = o.category or ""
             m.unclassified += not category or category.endswith(".unclassified")
-            if o.get("layer") == "runtime" or category.startswith("runtime"):
+            if o.layer == "runtime" or category.startswith("runtime"):
                 m.runtime_device_errors += 1
-        metrics = o.get("metrics") or {}
+        metrics = o.metrics
         counters = metrics.get("counters") or {}
         m.fallbacks += int(metrics.get("fallbacks") or 0)
         m.extern_calls += int(counters.get("inductor.extern_calls") or 0)
         m.generated_kernels += int(metrics.get("generated_kernels") or 0)
         breaks = int(metrics.get("graph_breaks") or 0)
-        if status in FAILING and o.get("category") in GRAPH_BREAK_CATEGORIES:
+        if o.failing and o.category in GRAPH_BREAK_CATEGORIES:
             breaks = max(breaks, 1)  # under fullgraph=True the break is the failure itself
         m.graph_breaks += breaks
         nodes_pre_fusion += int(counters.get("inductor_metrics.ir_nodes_pre_fusion") or 0)
@@ -184,7 +188,7 @@ def run_metrics(outcomes: list[dict[str, Any]], planned: int | None = None) -> R
             k[len("model.") :]: v for k, v in figures["values"].items() if k.startswith("model.")
         }
         if model:
-            m.models[o["case"]] = model
+            m.models[o.case] = model
             if model.get("speedup", 0) > 0:
                 speedups.append(model["speedup"])
     m.compiled = states["compiled"]

@@ -2,7 +2,8 @@
 
 A tier comes, in this order of precedence, from the config's ``[tiers.NAME]``, from a
 tier file written by ``instep tier L2 --from-run RUN`` (``.instep/tiers/NAME.toml`` next
-to the config), or from the built-in defaults in ``data/tiers.toml``. Paths starting with
+to the config; its cases are the run's failing batches, :func:`batch_regression`), or from
+the built-in defaults in ``data/tiers.toml``. Paths starting with
 ``instep:`` name suites shipped with instep; a tier running them passes the profile's
 device and backend to them (:meth:`Tier.pytest_args`). This module resolves tiers and
 writes tier files; running them is ``instep run --tier NAME``.
@@ -10,12 +11,17 @@ writes tier files; running them is ``instep run --tier NAME``.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from instep.errors import BadInput
+from instep.outcome import OutcomeRecord
+from instep.suites.expected_failures import builtin_lists
 from instep.tomlfile import load_toml
+from instep.triage.batches import Batch, group_batches, select_batches
 
 if TYPE_CHECKING:
     from instep.config import InstepConfig
@@ -140,6 +146,32 @@ def resolve_tier(config: InstepConfig, name: str) -> Tier:
     return tier
 
 
+def expected_lists(config: InstepConfig, tier_name: str | None, profile: str) -> list[Path]:
+    """The expected-failure lists of a run of ``tier_name``: the tier's own lists, then
+    instep's built-in lists for the tier and ``profile`` (none for a run without a tier)."""
+    if not tier_name:
+        return []
+    tier = available_tiers(config).get(tier_name)
+    paths = [Path(p) for p in tier.expected_failures] if tier else []
+    return paths + builtin_lists(profile, tier_name)
+
+
+def batch_regression(
+    outcomes: Iterable[OutcomeRecord], refs: Iterable[str], root: str
+) -> tuple[list[Batch], list[str]]:
+    """The L2 tier of a run: its failing batches (all, or those ``refs`` names by id or
+    signature) and their cases as paths under ``root`` (the run's directory), batch by
+    batch. Batches are triage's (:func:`~instep.triage.batches.group_batches`)."""
+    batches = select_batches(group_batches(outcomes), refs)
+    paths = [_absolute(root, case) for batch in batches for case in batch.cases]
+    return batches, paths
+
+
+def _absolute(root: str, nodeid: str) -> str:
+    path, sep, rest = nodeid.partition("::")
+    return (path if Path(path).is_absolute() else str(Path(root) / path)) + sep + rest
+
+
 def write_tier_file(path: Path, name: str, paths: list[str], description: str) -> None:
     """Write ``[tiers.NAME]`` with ``paths`` (node ids) as a tier file ``instep run`` reads."""
     lines = [
@@ -158,6 +190,4 @@ def write_tier_file(path: Path, name: str, paths: list[str], description: str) -
 
 
 def _toml_str(text: str) -> str:
-    import json
-
     return json.dumps(text, ensure_ascii=False)

@@ -27,6 +27,7 @@ class CompiledMismatch(AssertionError):
 
 def to_device(value: Any, device: str) -> Any:
     """Tensors in ``value`` (nested lists/tuples/dicts) copied to ``device``; grads kept."""
+    # torch is the user's: only in the process that runs the case
     import torch
 
     if isinstance(value, torch.Tensor):
@@ -41,6 +42,7 @@ def to_device(value: Any, device: str) -> Any:
 
 def clone_inputs(value: Any) -> Any:
     """A deep copy of the tensors in ``value`` (the case may mutate its inputs)."""
+    # torch is the user's: only in the process that runs the case
     import torch
 
     if isinstance(value, torch.Tensor):
@@ -57,6 +59,7 @@ def assert_same(
     actual: Any, expected: Any, *, atol: float | None = None, rtol: float | None = None
 ):
     """``torch.testing.assert_close`` on CPU copies (device and strides not compared)."""
+    # torch is the user's: only in the process that runs the case
     import torch
 
     kwargs: dict[str, Any] = {"equal_nan": True, "check_device": False, "check_stride": False}
@@ -119,6 +122,7 @@ def check_triad(
     ``backward`` also runs ``.backward()`` on the sum of the output and compares the
     gradients of the inputs that require them: a leg's result is then ``(out, grads)``.
     """
+    # torch is the user's: only in the process that runs the case
     import torch
 
     def call(callee: Callable[..., Any], inputs: Sequence[Any]) -> Any:

@@ -36,10 +36,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import select
+
 from instep.layers import Layer
+from instep.outcome import FAILING
 from instep.profiles import Profile
+from instep.run.runner import RunOptions, classified_outcome, execute_run, make_pool
+from instep.run.worker_pool import WorkItem
+from instep.store import Store
+from instep.store.schema import Case, Outcome
 from instep.triage.backend_redirect import ENV, NEEDS_OWN_HOST
-from instep.triage.classifier import CLASSIFIED, Classifier
+from instep.triage.classifier import Classifier
 
 DEBUG_RUNGS = ("eager", "aot_eager", "aot_eager_decomp_partition")
 _RUNG_LAYER = {"aot_eager": Layer.AOT, "aot_eager_decomp_partition": Layer.DECOMPOSITION}
@@ -65,7 +72,7 @@ def ladder_verdict(
     verdict: dict[str, Any] = {"rungs": rungs, "reproduced": False, "layer": None}
     for rung in (*DEBUG_RUNGS, target):
         got = rungs.get(rung)
-        if got is None or got.get("status") not in CLASSIFIED:
+        if got is None or got.get("status") not in FAILING:
             continue
         if got.get("signature") != original_signature:
             continue  # another failure: this rung does not reproduce the original
@@ -93,14 +100,12 @@ def bisect_run(
     ``base``: the run's :class:`~instep.run.runner.RunOptions`, whose devices and engine
     (``--devices``, ``--engine ray`` and its cluster) the re-runs keep.
     """
-    from instep.store.schema import Outcome
-
     began = time.monotonic()
     report = LadderReport()
     failed = {
         r["case"]: r
         for r in store.outcome_rows(run.id)
-        if r["status"] in CLASSIFIED and not str(r["category"] or "").startswith("env.")
+        if r["status"] in FAILING and not str(r["category"] or "").startswith("env.")
     }
     report.cases = len(failed)
     if not failed:
@@ -112,9 +117,7 @@ def bisect_run(
 
     def note(case: str, rung: str, outcome: dict[str, Any], todo: set[str]) -> None:
         got = rungs[case][rung] = _rung_record(outcome)
-        if got.get("status") in CLASSIFIED and (
-            got.get("signature") == failed[case].get("signature")
-        ):
+        if got.get("status") in FAILING and (got.get("signature") == failed[case].get("signature")):
             todo.discard(case)
 
     with _LadderHosts(run, profile, sorted(failed), workers, inductor_cache_dir, base) as hosts:
@@ -183,10 +186,6 @@ def _rung_record(outcome: dict[str, Any]) -> dict[str, Any]:
 
 
 def _final_outcome_query(outcome_cls: Any, run_id: int, nodeid: str) -> Any:
-    from sqlalchemy import select
-
-    from instep.store.schema import Case
-
     return (
         select(outcome_cls)
         .join(Case, Case.id == outcome_cls.case_id)
@@ -201,11 +200,9 @@ def _ladder_options(
     inductor_cache_dir: Path | None,
     base: Any,
     name: str,
-) -> Any:
+) -> RunOptions:
     """Options of the ladder's re-runs: the run's settings, isolated cases, the redirect
     plugin, and the devices and engine the run had."""
-    from instep.run.runner import RunOptions
-
     settings = dict(run.settings or {})
     engine = {}
     if base is not None:
@@ -243,18 +240,12 @@ def _run_rung_own_hosts(
     """Run ``cases`` in hosts started with ``rung`` set (so that it reaches what the
     test modules compile at import), in a temporary store: their classified outcomes and
     how many hosts that started."""
-    from instep.run.runner import execute_run
-    from instep.store import Store
-
     rung_profile = profile.model_copy(update={"env": {**profile.env, ENV: rung}})
     opts = _ladder_options(run, cases, workers, inductor_cache_dir, base, f"ladder-{rung}")
     db = str(Path(tmp) / f"{rung}.db")
-    result = execute_run(db, rung_profile, opts)
-    store = Store(db)
-    try:
+    result = execute_run(db, rung_profile, opts, classifier=Classifier)
+    with Store(db) as store:
         return {r["case"]: r for r in store.outcome_rows(result.run.id)}, result.hosts_started
-    finally:
-        store.close()
 
 
 class _LadderHosts:
@@ -274,8 +265,6 @@ class _LadderHosts:
         inductor_cache_dir: Path | None,
         base: Any = None,
     ) -> None:
-        from instep.run.runner import make_pool
-
         opts = _ladder_options(run, cases, workers, inductor_cache_dir, base, "ladder")
         self.profile = profile
         self.pool = make_pool(profile, opts)
@@ -292,8 +281,6 @@ class _LadderHosts:
     def run(self, rung: str, cases: list[str], attempt: int) -> dict[str, dict[str, Any]]:
         """Run ``cases`` with every compile redirected to ``rung``; their classified outcomes
         (a case missing from the answer did not run: every host failed)."""
-        from instep.run.runner import classified_outcome
-        from instep.run.worker_pool import WorkItem
 
         def items() -> list[WorkItem]:
             return [

@@ -22,6 +22,7 @@ rung instead. Nothing here classifies.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import sys
 from typing import Any
@@ -66,6 +67,7 @@ def _redirect(original: Any, position: int | None) -> Any:
 def install() -> None:
     """Wrap ``torch.compile`` (``backend`` is keyword-only) and ``torch._dynamo.optimize``
     (backend is its first positional), once."""
+    # torch is the user's: only in the process that runs the case
     import torch
     import torch._dynamo
 
@@ -94,6 +96,4 @@ def pytest_runtest_setup(item: Any) -> None:
 
 
 def _torch_available() -> bool:
-    import importlib.util
-
     return importlib.util.find_spec("torch") is not None

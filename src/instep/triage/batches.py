@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from instep.layers import Layer
-
-FAILING = frozenset({"failed", "error", "crashed", "timeout"})
+from instep.outcome import FAILING, OutcomeRecord, records
 
 
 def batch_id(layer: str | None, category: str | None, signature: str | None) -> str:
@@ -56,24 +55,46 @@ class Batch:
         }
 
 
-def group_batches(outcomes: Iterable[dict[str, Any]]) -> list[Batch]:
-    """Batches of the failing outcomes (``outcome_dict`` rows), largest first."""
+def group_batches(outcomes: Iterable[OutcomeRecord | dict[str, Any]]) -> list[Batch]:
+    """Batches of the failing outcomes (records or ``outcome_dict`` rows), largest first."""
     found: dict[str, Batch] = {}
     fastest: dict[str, float] = {}
-    for row in outcomes:
-        if row.get("status") not in FAILING:
+    for row in records(outcomes):
+        if not row.failing:
             continue
-        bid = batch_id(row.get("layer"), row.get("category"), row.get("signature"))
-        batch = found.setdefault(
-            bid, Batch(bid, row.get("layer"), row.get("category"), row.get("signature"))
-        )
-        case = str(row.get("case"))
+        bid = batch_id(row.layer, row.category, row.signature)
+        batch = found.setdefault(bid, Batch(bid, row.layer, row.category, row.signature))
+        case = row.case
         batch.cases.append(case)
-        batch.statuses[row["status"]] = batch.statuses.get(row["status"], 0) + 1
-        duration = float(row.get("duration") or 0.0)
+        status = row.status.value
+        batch.statuses[status] = batch.statuses.get(status, 0) + 1
+        duration = float(row.duration or 0.0)
         if batch.representative is None or duration < fastest[bid]:
             batch.representative, fastest[bid] = case, duration
     return sorted(found.values(), key=lambda b: (-len(b.cases), b.depth, b.id))
+
+
+def batch_hints(
+    batches: Iterable[Batch], outcomes: Iterable[OutcomeRecord | dict[str, Any]]
+) -> list[tuple[str, str]]:
+    """What to do for a batch, where the profile's rule that filed it says (its ``hint``):
+    ``(batch id, hint)`` read from the representative's ``evidence.triage.rule``."""
+    by_case = {o.case: o for o in records(outcomes)}
+    hints = []
+    for b in batches:
+        row = by_case.get(b.representative or (b.cases[0] if b.cases else ""))
+        rule = ((row.evidence if row else {}).get("triage") or {}).get("rule") or {}
+        if rule.get("hint"):
+            hints.append((b.id, str(rule["hint"])))
+    return hints
+
+
+def select_batches(batches: Iterable[Batch], refs: Iterable[str]) -> list[Batch]:
+    """The batches named in ``refs`` by id (``B1a2b3c4d``) or by signature; all without."""
+    wanted = set(refs)
+    if not wanted:
+        return list(batches)
+    return [b for b in batches if b.id in wanted or (b.signature or "") in wanted]
 
 
 @dataclass
@@ -114,9 +135,11 @@ class BatchProgress:
         }
 
 
-def follow(base: list[Batch], new_outcomes: Iterable[dict[str, Any]]) -> list[BatchProgress]:
+def follow(
+    base: list[Batch], new_outcomes: Iterable[OutcomeRecord | dict[str, Any]]
+) -> list[BatchProgress]:
     """For each batch of the base run: its members' state in the new run."""
-    rows = {str(r.get("case")): r for r in new_outcomes}
+    rows = {r.case: r for r in records(new_outcomes)}
     out = []
     for batch in base:
         progress = BatchProgress(batch)
@@ -124,10 +147,10 @@ def follow(base: list[Batch], new_outcomes: Iterable[dict[str, Any]]) -> list[Ba
             row = rows.get(case)
             if row is None:
                 progress.missing.append(case)
-            elif row.get("status") not in FAILING:
+            elif not row.failing:
                 progress.passed.append(case)
             else:
-                now = batch_id(row.get("layer"), row.get("category"), row.get("signature"))
+                now = batch_id(row.layer, row.category, row.signature)
                 if now == batch.id:
                     progress.same.append(case)
                 else:
@@ -138,6 +161,7 @@ def follow(base: list[Batch], new_outcomes: Iterable[dict[str, Any]]) -> list[Ba
 
 def store_batches(store: Any, run_id: int, batches: list[Batch]) -> int:
     """Write each member's batch id into its final outcome's ``evidence.batch``."""
+    # SQLAlchemy only for the store functions: grouping stays store-free
     from sqlalchemy import select
 
     from instep.store.schema import Case, Outcome
@@ -171,6 +195,7 @@ def first_seen(store: Any, run: Any) -> dict[str, str]:
     Read from the stored layer/category/signature of final failing outcomes (no
     re-classification), so a batch of today's run can say since when it has existed.
     """
+    # SQLAlchemy only for the store functions: grouping stays store-free
     from sqlalchemy import select
 
     from instep.store.schema import Outcome, Run
@@ -182,7 +207,7 @@ def first_seen(store: Any, run: Any) -> dict[str, str]:
             .join(Run, Run.id == Outcome.run_id)
             .where(
                 Outcome.final.is_(True),
-                Outcome.status.in_(sorted(FAILING)),
+                Outcome.status.in_(sorted(s.value for s in FAILING)),
                 Outcome.signature.is_not(None),
                 Run.id != run.id,
                 Run.started_at <= run.started_at,

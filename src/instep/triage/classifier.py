@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from instep.layers import Layer
+from instep.outcome import FAILING, MANIFESTATIONS, Status
 from instep.profiles import Profile
 from instep.triage.exception_layers import chain_layer, touches_compiler
 from instep.triage.message_rules import (
@@ -38,14 +39,12 @@ from instep.triage.message_rules import (
 from instep.triage.numerics import mismatch_from_message, subcategory
 from instep.triage.signature import failure_signature
 
-#: Statuses the classifier files; passes and skips are left alone.
-CLASSIFIED = frozenset({"failed", "error", "crashed", "timeout"})
-
 CONFIDENCE_LADDER = 0.95
 CONFIDENCE_FRAMES = 0.8
 CONFIDENCE_AGREE = 0.9  # frames and a rule name the same layer
 CONFIDENCE_EAGER = 0.5
-_MANIFESTATIONS = {"crashed": "crash.signal", "timeout": "timeout.case"}
+#: The category of a manifestation that no rule names (keys: ``MANIFESTATIONS``).
+_MANIFESTATION_CATEGORY = {Status.CRASHED: "crash.signal", Status.TIMEOUT: "timeout.case"}
 
 
 @dataclass
@@ -74,9 +73,30 @@ class Classifier:
         self.profile = profile
         self.generated_roots = generated_roots
 
+    def file_outcome(self, data: dict[str, Any], nodeid: str) -> None:
+        """File the runner's outcome of ``nodeid`` in place, before it is stored.
+
+        An expected failure (``xfailed``) is filed too, as the failure it is, so that an
+        expected-failure list can tell when it starts failing for another reason."""
+        status = data.get("status")
+        if status not in FAILING and not (status == "xfailed" and data.get("exception_chain")):
+            return
+        found = self.classify(
+            {**data, "case": nodeid, "status": "failed"}
+            if status == "xfailed"
+            else {**data, "case": nodeid}
+        )
+        if found is not None:
+            found.apply(data)
+
+    @staticmethod
+    def signature(exception_type: str | None, message: str | None) -> str:
+        """The stored signature of a failure (``signature.failure_signature``)."""
+        return failure_signature(exception_type, message)
+
     def classify(self, data: dict[str, Any]) -> Classification | None:
         status = data.get("status")
-        if status not in CLASSIFIED:
+        if status not in FAILING:
             return None
         chain = list(data.get("exception_chain") or [])
         message = data.get("message") or ""
@@ -84,7 +104,7 @@ class Classifier:
         evidence: dict[str, Any] = {"order": []}
         stored = dict(data.get("evidence") or {})
 
-        extra = data.get("stderr_tail") if status in _MANIFESTATIONS else None
+        extra = data.get("stderr_tail") if status in MANIFESTATIONS else None
         text = failure_text(chain, exc_type, message, extra)
         rule = match_profile(self.profile, text, exception_names(chain, exc_type))
         if rule is not None:
@@ -181,8 +201,8 @@ class Classifier:
             return subcategory(stats, str(data.get("case") or data.get("nodeid") or ""))
         if rule is not None and (rule.rule.layer is None or rule.rule.layer is layer):
             return rule.rule.category
-        if status in _MANIFESTATIONS:
-            return _MANIFESTATIONS[status]
+        if status in MANIFESTATIONS:
+            return _MANIFESTATION_CATEGORY[Status(status)]
         if rule is not None and layer is None:
             return rule.rule.category
         return f"{layer}.unclassified" if layer else "unknown.unclassified"
@@ -199,14 +219,9 @@ def _manifestation_type(data: dict[str, Any]) -> str | None:
 def _root(data: dict[str, Any]) -> tuple[str | None, str]:
     """Type and message of the root exception: it says most about the cause, the outer
     ones (``BackendCompilerFailed``, ``InductorError``) re-wrap it."""
-    if data.get("status") in _MANIFESTATIONS:
+    if data.get("status") in MANIFESTATIONS:
         return _manifestation_type(data), f"during {data.get('stage') or 'call'}"
     for exc in reversed(data.get("exception_chain") or []):
         if exc.get("message") and exc.get("type"):
             return str(exc["type"]), str(exc["message"])
     return data.get("exception_type"), str(data.get("message") or "")
-
-
-def classify_outcome(data: dict[str, Any], profile: Profile) -> Classification | None:
-    """One-shot form of :meth:`Classifier.classify`."""
-    return Classifier(profile).classify(data)

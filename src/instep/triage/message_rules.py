@@ -11,6 +11,7 @@ timeout), which take the layer of the running stage. Nothing here reads frames.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,7 +76,5 @@ _NAME_IN_TEXT = r"(?m)(?:^|\s)([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|
 
 def names_in_text(text: str) -> set[str]:
     """Exception class names written in ``text`` (for messages without a chain)."""
-    import re
-
     names = set(re.findall(_NAME_IN_TEXT, text))
     return names | {short_type(n) for n in names}

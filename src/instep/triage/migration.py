@@ -11,7 +11,8 @@ label per step and for the pair of runs compared:
 * ``flaky``: the new outcome is marked flaky (passed on a re-run), or the case
   alternated pass/fail across three or more runs.
 
-Outcomes are ``outcome_dict`` rows; nothing here reads the store or prints.
+Outcomes are records (``OutcomeRecord``) or store rows; nothing here reads the store or
+prints.
 """
 
 from __future__ import annotations
@@ -22,8 +23,11 @@ from itertools import pairwise
 from typing import Any
 
 from instep.layers import Layer
+from instep.outcome import FAILING, OutcomeRecord, records
 
-FAILING = frozenset({"failed", "error", "crashed", "timeout"})
+#: An outcome as the functions here take it: a record, or a store row (``outcome_dict``).
+Row = OutcomeRecord | dict[str, Any]
+
 LABELS = ("new", "fixed", "deeper", "shallower", "changed", "still_failing", "flaky")
 
 
@@ -93,9 +97,9 @@ def _alternates(steps: Sequence[Step]) -> bool:
     return len(states) >= 3 and flips >= 2
 
 
-def follow_cases(runs: Sequence[tuple[str, Iterable[dict[str, Any]]]]) -> list[CaseMigration]:
-    """Per case, its steps across ``runs`` (``(run name, outcome rows)``, oldest first)."""
-    tables = [(name, {str(r["case"]): r for r in rows}) for name, rows in runs]
+def follow_cases(runs: Sequence[tuple[str, Iterable[Row]]]) -> list[CaseMigration]:
+    """Per case, its steps across ``runs`` (``(run name, outcomes)``, oldest first)."""
+    tables = [(name, {r.case: r for r in records(rows)}) for name, rows in runs]
     cases: dict[str, None] = {}
     for _, table in tables:
         cases.update(dict.fromkeys(table))
@@ -107,19 +111,19 @@ def follow_cases(runs: Sequence[tuple[str, Iterable[dict[str, Any]]]]) -> list[C
             migration.steps.append(
                 Step(
                     name,
-                    row.get("status") if row else None,
-                    row.get("layer") if row else None,
-                    row.get("signature") if row else None,
+                    row.status.value if row else None,
+                    row.layer if row else None,
+                    row.signature if row else None,
                 )
             )
         last = tables[-1][1].get(case) if tables else None
-        migration.flaky_flag = bool(last and last.get("flaky"))
+        migration.flaky_flag = bool(last and last.flaky)
         result.append(migration)
     return result
 
 
 def compare(
-    base: tuple[str, Iterable[dict[str, Any]]], new: tuple[str, Iterable[dict[str, Any]]]
+    base: tuple[str, Iterable[Row]], new: tuple[str, Iterable[Row]]
 ) -> dict[str, list[CaseMigration]]:
     """``instep compare``: the cases of two runs grouped by label (see :data:`LABELS`)."""
     groups: dict[str, list[CaseMigration]] = {label: [] for label in LABELS}

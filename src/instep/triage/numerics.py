@@ -99,6 +99,7 @@ def mismatch_from_message(message: str) -> MismatchStats | None:
 
 def mismatch_from_tensors(actual: Any, expected: Any, rtol: float, atol: float) -> MismatchStats:
     """Statistics of ``actual`` vs ``expected`` (torch tensors of one shape)."""
+    # torch is the user's: only in the process that runs the case
     import torch
 
     a = actual.detach().to(torch.float64).flatten()
@@ -154,6 +155,7 @@ def rng_statistics_agree(actual: Any, expected: Any, sigmas: float = 6.0) -> boo
     Compares the means within ``sigmas`` standard errors, the standard deviations within
     25 %, and the value ranges; element-wise equality is not required (seed 000, 6.11).
     """
+    # torch is the user's: only in the process that runs the case
     import torch
 
     a = actual.detach().to(torch.float64).flatten()

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy import select
+
+from instep.outcome import FAILING
 from instep.profiles import Profile
-from instep.triage.classifier import CLASSIFIED, Classifier
+from instep.store import outcome_dict
+from instep.store.schema import Outcome
+from instep.triage.classifier import Classifier
 
 
 def reclassify_run(store: Any, run: Any, profile: Profile, every: bool = False) -> int:
     """Classify the final failing outcomes of ``run`` lacking a signature (or all)."""
-    from sqlalchemy import select
-
-    from instep.store import outcome_dict
-    from instep.store.schema import Outcome
-
     classifier = Classifier(profile)
     changed = 0
     with store.session() as s:
@@ -27,7 +27,7 @@ def reclassify_run(store: Any, run: Any, profile: Profile, every: bool = False) 
             select(Outcome).where(
                 Outcome.run_id == run.id,
                 Outcome.final.is_(True),
-                Outcome.status.in_(sorted(CLASSIFIED)),
+                Outcome.status.in_(sorted(s.value for s in FAILING)),
             )
         ).all()
         for outcome in rows:

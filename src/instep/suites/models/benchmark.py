@@ -12,6 +12,7 @@ peak RSS on CPU). Figures are stored with the outcome through :mod:`case_record`
 from __future__ import annotations
 
 import copy
+import resource
 import statistics
 import time
 from typing import Any
@@ -39,8 +40,6 @@ def peak_memory_bytes(device: str) -> float:
     module = getattr(torch, device, None)
     if device != "cpu" and hasattr(module, "max_memory_allocated"):
         return float(module.max_memory_allocated())
-    import resource
-
     return float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # Linux: KiB
 
 

@@ -32,6 +32,7 @@ from instep.suites.triad import (
     to_device,
 )
 from instep.tomlfile import load_toml
+from instep.user_python import run_script
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "opinfo.toml"
 LOW_PRECISION = ("float16", "bfloat16")
@@ -58,6 +59,7 @@ def full_name(op: Any) -> str:
 
 @functools.lru_cache(maxsize=1)
 def ops_by_name() -> dict[str, Any]:
+    # torch is the user's: only in the process that runs the case
     from torch.testing._internal.common_methods_invocations import op_db
 
     return {full_name(op): op for op in op_db}
@@ -75,8 +77,6 @@ def enumerate_cases(
     """
     if device == "cpu":
         return _enumerate_here(device, dtypes, only, limit)
-    from instep.user_python import run_script
-
     pairs, error = run_script(_ENUMERATE_CHILD, [device, list(dtypes), list(only), limit])
     if error is not None:
         raise RuntimeError(f"enumerating OpInfo cases for {device} failed: {error}")
@@ -96,6 +96,7 @@ sys.stdout.write(ANSWER_MARK + json.dumps([[c.op_name, c.dtype] for c in cases])
 def _enumerate_here(
     device: str, dtypes: tuple[str, ...], only: tuple[str, ...] = (), limit: int = 0
 ) -> list[OpCase]:
+    # torch is the user's: only in the process that runs the case
     import torch
 
     skip = harness_data().get("skip", {})
@@ -126,12 +127,14 @@ def _seedless_wrapper(op: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def _patch_wrapper_set_seed() -> None:
+    # torch is the user's: only in the process that runs the case
     import torch.testing._internal.common_methods_invocations as cmi
 
     cmi.wrapper_set_seed = _seedless_wrapper
 
 
 def _calls_rng(fn: Any, args: list[Any], kwargs: dict[str, Any]) -> tuple[Any, bool]:
+    # torch is the user's: only in the process that runs the case
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -149,6 +152,7 @@ def _calls_rng(fn: Any, args: list[Any], kwargs: dict[str, Any]) -> tuple[Any, b
 
 
 def _tensors(value: Any) -> list[Any]:
+    # torch is the user's: only in the process that runs the case
     import torch
 
     if isinstance(value, torch.Tensor):
@@ -162,6 +166,7 @@ def _tensors(value: Any) -> list[Any]:
 
 def assert_statistically_close(actual: Any, expected: Any) -> None:
     """Random outputs: same structure, shapes and dtypes; moments agree within 6 sigma."""
+    # torch is the user's: only in the process that runs the case
     import torch
 
     got, want = _tensors(to_device(actual, "cpu")), _tensors(to_device(expected, "cpu"))
@@ -193,6 +198,7 @@ def assert_same_layout(actual: Any, expected: Any) -> None:
 
 
 def assert_values_close(actual: Any, expected: Any, low_precision: bool = False) -> None:
+    # torch is the user's: only in the process that runs the case
     import torch
 
     a, b = to_device(actual, "cpu"), to_device(expected, "cpu")
@@ -206,6 +212,7 @@ def assert_values_close(actual: Any, expected: Any, low_precision: bool = False)
 
 
 def _upcast(value: Any) -> Any:
+    # torch is the user's: only in the process that runs the case
     import torch
 
     if isinstance(value, torch.Tensor):
@@ -216,6 +223,7 @@ def _upcast(value: Any) -> Any:
 
 
 def _grads(out: Any, inputs: list[Any]) -> list[Any]:
+    # torch is the user's: only in the process that runs the case
     import torch
 
     leaves = [t for t in _tensors(inputs) if t.requires_grad]
@@ -230,6 +238,7 @@ def run_case(
     case: OpCase, device: str, backend: str, *, all_samples: bool = False, grad: bool = False
 ) -> int:
     """Run the triad for every chosen sample of ``case``; returns the samples checked."""
+    # torch is the user's: only in the process that runs the case
     import torch
     import torch._dynamo
     import torch._dynamo.config as dynamo_config
@@ -365,6 +374,7 @@ def to_device_except(
 def normalise_signs(outputs: tuple[Any, ...], positions: list[int]) -> tuple[Any, ...]:
     """Outputs defined up to each column's sign, made comparable: every column of the
     listed outputs is flipped so that its largest-magnitude element is positive."""
+    # torch is the user's: only in the process that runs the case
     import torch
 
     out = list(outputs)
@@ -380,6 +390,7 @@ def normalise_signs(outputs: tuple[Any, ...], positions: list[int]) -> tuple[Any
 
 
 def _to_float(value: Any) -> Any:
+    # torch is the user's: only in the process that runs the case
     import torch
 
     if isinstance(value, torch.Tensor):

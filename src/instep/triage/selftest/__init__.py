@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from instep.profiles import Profile
+from instep.run.runner import RunOptions, execute_run
+from instep.store import Store
+from instep.triage.classifier import Classifier
 from instep.triage.selftest.matrix import EXPECTED
 
 SUITE_FILE = "test_instep_faults.py"
@@ -63,8 +66,6 @@ def run_selftest(
     timeout: float = 300.0,
 ) -> SelftestResult:
     """Run the fault suite and compare each case's layer with the expected one."""
-    from instep.run.runner import RunOptions, execute_run
-
     began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="instep-selftest-") as tmp:
         root = Path(tmp)
@@ -82,9 +83,7 @@ def run_selftest(
             argv=["instep", "selftest"],
         )
         target = store if store is not None else str(root / "selftest.db")
-        result = execute_run(target, profile, opts)
-        from instep.store import Store
-
+        result = execute_run(target, profile, opts, classifier=Classifier)
         opened = Store(target) if not isinstance(target, Store) else target
         try:
             rows = {r["case"].rsplit("::", 1)[-1]: r for r in opened.outcome_rows(result.run.id)}
