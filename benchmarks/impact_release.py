@@ -106,7 +106,7 @@ def extract(wheel: Path, dest: Path) -> Path:
 SCOPE = """
 import sys, time
 from pathlib import Path
-from instep.impact.cache import ContentCache
+from instep.pyindex.cache import ContentCache
 from instep.impact.indexing import diff_versions
 old, new = Path({old!r}), Path({new!r})
 paths = sorted({{p.relative_to(r).as_posix() for r in (old, new)

@@ -12,7 +12,7 @@ import ast
 import pytest
 
 from instep.impact.coupling_index import index_downstream_file
-from instep.impact.signatures import call_problems, call_shape
+from instep.pyindex.signatures import call_problems, call_shape
 
 from .gitrepo import impact_of_one_commit
 

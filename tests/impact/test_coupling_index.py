@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from instep.impact.cache import ContentCache
 from instep.impact.coupling_index import index_downstream, index_downstream_file
 from instep.impact.model import CouplingKind
+from instep.pyindex.cache import ContentCache
 
 K = CouplingKind
 
@@ -360,7 +360,7 @@ def test_parallel_and_cache_agree(tree, tmp_path):
 
 
 def test_cached_indexes_of_other_analysis_code_are_not_reused(tree, tmp_path, monkeypatch):
-    import instep.impact.cache as cache_module
+    import instep.pyindex.cache as cache_module
 
     _, items = tree
     index_downstream(items, cache=ContentCache(tmp_path / "c", "down"), jobs=1)

@@ -16,12 +16,11 @@ from instep.impact.model import (
     ImpactReport,
     Reference,
     Stage,
-    Symbol,
     SymbolChange,
-    SymbolKind,
     UpstreamChange,
 )
 from instep.impact.verdicts import decide, judge_unit
+from instep.pyindex.model import Symbol, SymbolKind
 
 PATH = "torch/_inductor/lowering.py"
 

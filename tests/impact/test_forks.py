@@ -12,7 +12,8 @@ from instep.impact.forks import (
     lines_fingerprint,
     similarity,
 )
-from instep.impact.model import CouplingKind, Symbol, SymbolKind
+from instep.impact.model import CouplingKind
+from instep.pyindex.model import Symbol, SymbolKind
 
 UP_OLD = textwrap.dedent(
     '''

@@ -5,7 +5,7 @@ from __future__ import annotations
 from instep.impact.indexing import diff_versions, index_many, symbol_cache
 from instep.impact.model import ChangeKind, Stage
 from instep.impact.symbol_diff import diff_files
-from instep.impact.symbols import index_source
+from instep.pyindex.symbols import index_source
 
 
 def _module(i: int, extra: str = "") -> bytes:
@@ -46,7 +46,7 @@ def test_cache_key_includes_the_path(tmp_path):
 
 
 def test_cache_entries_of_other_analysis_code_are_not_reused(tmp_path, monkeypatch):
-    import instep.impact.cache as cache_module
+    import instep.pyindex.cache as cache_module
 
     items = [("a/x.py", b"def f():\n    return 1\n")]
     cache = symbol_cache(tmp_path)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from instep.impact.registrations import (
+from instep.pyindex.registrations import (
     item_assignment,
     op_key,
     registrations_of_call,

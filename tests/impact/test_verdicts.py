@@ -11,14 +11,13 @@ from instep.impact.model import (
     Reference,
     Risk,
     Stage,
-    Symbol,
     SymbolChange,
-    SymbolKind,
     Tristate,
     UpstreamChange,
     VersionGate,
 )
 from instep.impact.verdicts import decide, judge_unit, rules
+from instep.pyindex.model import Symbol, SymbolKind
 
 PATH = "torch/_inductor/lowering.py"
 

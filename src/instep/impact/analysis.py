@@ -27,7 +27,6 @@ from typing import TypeVar
 
 from instep.errors import BadInput
 from instep.impact import call_paths
-from instep.impact.cache import ContentCache
 from instep.impact.indexing import default_jobs
 from instep.impact.model import (
     ChangeKind,
@@ -37,14 +36,15 @@ from instep.impact.model import (
     ImpactReport,
     Reference,
     SymbolChange,
-    SymbolKind,
     UpstreamChange,
 )
 from instep.impact.no_gc import no_cyclic_gc
-from instep.impact.registrations import FALLBACK_CALLS, OVERRIDE_DECOMP
 from instep.impact.test_suggestions import DownstreamTests, suggested_tests
 from instep.impact.upstream_resolver import UpstreamResolver
 from instep.impact.verdicts import decide, judge_unit
+from instep.pyindex.cache import ContentCache
+from instep.pyindex.model import SymbolKind
+from instep.pyindex.registrations import FALLBACK_CALLS, OVERRIDE_DECOMP
 
 T = TypeVar("T")
 
@@ -443,7 +443,7 @@ class _Analysis:
     # join ----------------------------------------------------------------------------
 
     def resolver(self) -> UpstreamResolver:
-        from instep.impact import symbols
+        from instep.impact import file_index
 
         cache = ContentCache(self.cache_root, "symbols-full") if self.cache_root else None
         known = self.new_indexes
@@ -457,13 +457,13 @@ class _Analysis:
             data = self.new.read(path)
             key = None
             if cache is not None:
-                from instep.impact.cache import content_hash
+                from instep.pyindex.cache import content_hash
 
                 key = content_hash(data) + ":" + path
                 hit = cache.get(key)
                 if hit is not None:
                     return hit
-            idx = symbols.index_source(path, data)
+            idx = file_index.index_source(path, data)
             if cache is not None and key is not None:
                 cache.put(key, idx)
             return idx
@@ -749,7 +749,7 @@ class _Analysis:
         cache = ContentCache(self.cache_root, "forks") if self.cache_root else None
         key = None
         if cache is not None:
-            from instep.impact.cache import content_hash
+            from instep.pyindex.cache import content_hash
 
             parts = [
                 f"{s.ref}|{content_hash((o or '').encode())}|{content_hash((n or '').encode())}"

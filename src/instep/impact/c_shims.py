@@ -22,7 +22,7 @@ import re
 from functools import lru_cache
 from importlib import resources
 
-from instep.impact.model import Registration, Symbol, SymbolKind
+from instep.pyindex.model import Registration, Symbol, SymbolKind
 from instep.tomlfile import parse_toml
 
 REGISTRAR = "c_shim"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from instep.impact.model import Symbol, SymbolKind
+from instep.pyindex.model import Symbol, SymbolKind
 
 CONSTRUCTION = ("__init__", "__new__", "__post_init__", "__call__", "eval")
 MAX_METHOD_CANDIDATES = 2

@@ -8,7 +8,7 @@ records :class:`~instep.impact.model.Reference` s: imports and attribute uses
 (IMPORT_USE), subclasses of upstream classes and the methods they override
 (SUBCLASS_OVERRIDE), assignments and ``setattr`` onto upstream modules and classes
 (MONKEYPATCH), same-op / same-key registrations (REGISTRATION, via
-:mod:`instep.impact.registrations`), upstream config keys (CONFIG) and AOTI C shim names
+:mod:`instep.pyindex.registrations`), upstream config keys (CONFIG) and AOTI C shim names
 (C_SHIM, best effort). Every def, nested ones included, becomes a
 :class:`DownstreamFunction` with its signature, body hash and fork fingerprint; version
 gates (:mod:`instep.impact.version_gates`) are attached to the references they guard.
@@ -43,10 +43,17 @@ from importlib import resources
 
 from instep.impact import forks
 from instep.impact.c_shims import shim_name_pattern
-from instep.impact.cache import ContentCache, content_hash
-from instep.impact.model import CouplingKind, Reference, Registration, VersionGate, module_of
+from instep.impact.model import CouplingKind, Reference, VersionGate
 from instep.impact.no_gc import no_cyclic_gc
-from instep.impact.registrations import (
+from instep.impact.version_gates import (
+    GateLookup,
+    GateSpan,
+    catches_import_error,
+    gate_spans,
+)
+from instep.pyindex.cache import ContentCache, content_hash
+from instep.pyindex.model import Registration, module_of
+from instep.pyindex.registrations import (
     FALLBACK_CALLS,
     OVERRIDE_DECOMP,
     dotted_name,
@@ -58,14 +65,8 @@ from instep.impact.registrations import (
     registrations_of_decorators,
     registry_entries,
 )
-from instep.impact.signatures import call_shape
-from instep.impact.unparse import unparse
-from instep.impact.version_gates import (
-    GateLookup,
-    GateSpan,
-    catches_import_error,
-    gate_spans,
-)
+from instep.pyindex.signatures import call_shape
+from instep.pyindex.unparse import unparse
 from instep.tomlfile import parse_toml
 
 log = logging.getLogger(__name__)

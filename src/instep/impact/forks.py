@@ -28,7 +28,8 @@ from functools import cached_property
 from itertools import chain, pairwise
 from typing import TYPE_CHECKING
 
-from instep.impact.model import CouplingKind, Reference, Symbol, module_of
+from instep.impact.model import CouplingKind, Reference
+from instep.pyindex.model import Symbol, module_of
 
 if TYPE_CHECKING:
     from instep.impact.coupling_index import DownstreamFunction

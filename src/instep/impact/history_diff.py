@@ -16,11 +16,12 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from instep.impact.cache import ContentCache
+from instep.impact.file_index import index_against, index_text
 from instep.impact.indexing import default_jobs
 from instep.impact.model import Stage
 from instep.impact.symbol_diff import FileDiff, diff_file
-from instep.impact.symbols import FileIndex, decode_or_error, index_against, index_text
+from instep.pyindex.cache import ContentCache
+from instep.pyindex.symbols import FileIndex, decode_or_error
 
 CACHE_NAMESPACE = "history-diff-v2"
 

@@ -5,7 +5,7 @@ diffs ``(path, old bytes, new bytes)`` triples (a release diff, a commit) with t
 old-side reuse of :func:`~instep.impact.symbol_diff.diff_sources`, then adds the
 cross-file renames of :func:`~instep.impact.symbol_diff.diff_many`.
 
-Workers receive bytes and return :class:`~instep.impact.symbols.FileIndex` objects
+Workers receive bytes and return :class:`~instep.pyindex.symbols.FileIndex` objects
 (without the reuse tables, which only serve the worker itself). Results are cached by
 (path, content) hash under a namespace that carries the index format version, so a warm
 run only reads the cache. Workers read and write the cache themselves, so a cold run's
@@ -23,12 +23,13 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from instep.impact.cache import ContentCache, content_hash
+from instep.impact.file_index import index_source
 from instep.impact.model import Stage, SymbolChange
 from instep.impact.no_gc import no_cyclic_gc
 from instep.impact.stages import StageMap
 from instep.impact.symbol_diff import DIFF_FORMAT_VERSION, FileDiff, diff_sources, join
-from instep.impact.symbols import FORMAT_VERSION, FileIndex, index_source
+from instep.pyindex.cache import ContentCache, content_hash
+from instep.pyindex.symbols import FORMAT_VERSION, FileIndex
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Symbol diff: two :class:`~instep.impact.symbols.FileIndex` versions -> SymbolChanges.
+"""Symbol diff: two :class:`~instep.pyindex.symbols.FileIndex` versions -> SymbolChanges.
 
 One :class:`~instep.impact.model.SymbolChange` per changed symbol, matched by qualname.
 Aspects, most significant first: REMOVED > RENAMED > SIGNATURE > DECORATOR > VALUE > BODY
@@ -34,14 +34,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from instep.impact.model import ChangeKind, Stage, Symbol, SymbolChange, SymbolKind
-from instep.impact.symbols import (
-    FileIndex,
-    decode_or_error,
-    index_against,
-    index_text,
-)
-from instep.impact.unparse import unparse
+from instep.impact.file_index import index_against, index_text
+from instep.impact.model import ChangeKind, Stage, SymbolChange
+from instep.pyindex.model import Symbol, SymbolKind
+from instep.pyindex.symbols import FileIndex, decode_or_error
+from instep.pyindex.unparse import unparse
 
 log = logging.getLogger(__name__)
 
@@ -479,7 +476,7 @@ def diff_sources(
     """Index and diff two versions of one file's bytes, the fast way.
 
     The new version is indexed fully (or ``new_index`` is used, e.g. from a cache); the old
-    one by :func:`~instep.impact.symbols.index_against` the new one, so only the old
+    one by :func:`~instep.pyindex.symbols.index_against` the new one, so only the old
     statements whose text differs are parsed. The result equals
     ``diff_files(path, index_source(path, old), index_source(path, new), stage)``.
     """

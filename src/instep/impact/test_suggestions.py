@@ -14,7 +14,8 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 
-from instep.impact.model import Coupling, UpstreamChange, module_of
+from instep.impact.model import Coupling, UpstreamChange
+from instep.pyindex.model import module_of
 
 MAX_TESTS = 20  # suggested tests per unit, upstream ones first
 

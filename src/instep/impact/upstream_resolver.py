@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 from functools import lru_cache
 
-from instep.impact.model import SymbolKind, module_of
+from instep.pyindex.model import SymbolKind, module_of
 
 log = logging.getLogger(__name__)
 

@@ -24,11 +24,11 @@ from instep.impact.model import (
     Risk,
     Stage,
     SymbolChange,
-    SymbolKind,
     Tristate,
     UpstreamChange,
 )
-from instep.impact.signatures import call_problems, incompatibilities, same_parameters
+from instep.pyindex.model import SymbolKind
+from instep.pyindex.signatures import call_problems, incompatibilities, same_parameters
 from instep.tomlfile import parse_toml
 
 # Kinds whose downstream function is *called by upstream code* in place of upstream's own

@@ -7,7 +7,7 @@ op registries; tuple targets split), class attributes, and every other module-le
 statement as a BLOCK (registration calls are named ``make_fallback(aten.uniform)``, other
 blocks after their header: ``<if config.x>``; repeated names get ``#2``, ``#3``...;
 ``@overload`` stubs are ``name@overload``, property accessors ``Class.name.setter``).
-Each :class:`~instep.impact.model.Symbol` carries a normalised ``body_hash`` (AST without
+Each :class:`~instep.pyindex.model.Symbol` carries a normalised ``body_hash`` (AST without
 positions, docstring, comments or formatting; decorators, signature, return annotation
 and nested definitions excluded: a change inside a member is the member's change), its
 signature, return annotation, decorators, bases, value, called names and registrations.
@@ -34,15 +34,15 @@ from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import Any
 
-from instep.impact.model import Registration, Symbol, SymbolKind, module_of
-from instep.impact.registrations import (
+from instep.pyindex.model import Registration, Symbol, SymbolKind, module_of
+from instep.pyindex.registrations import (
     dotted_name,
     item_assignment,
     registrations_of_call,
     registrations_of_decorators,
     registry_entries,
 )
-from instep.impact.unparse import unparse
+from instep.pyindex.unparse import unparse
 
 log = logging.getLogger(__name__)
 
@@ -718,15 +718,15 @@ def index_tree(path: str, tree: ast.Module, lines: list[str] | None = None) -> F
     return _assemble(path, _chunks_of(indexer, tree.body), indexer.units)
 
 
-def index_text(path: str, text: str) -> FileIndex:
-    """Index decoded source text; a syntax error gives an index with ``error`` set. A C
-    shim header (``.h``) gives its ``aoti_torch_*`` declarations (c_shims)."""
-    if path.endswith(".h"):
-        from instep.impact.c_shims import declarations
+def index_of_declarations(path: str, text: str, syms: list[Symbol]) -> FileIndex:
+    """The index of a non-Python file whose symbols another reader found (an upstream C
+    shim header: ``instep.impact.file_index``), as one chunk spanning the whole text."""
+    regs = [r for sym in syms for r in sym.registrations]
+    return _assemble(path, [Chunk(1, text.count("\n") + 1, syms, [], regs)])
 
-        syms = declarations(path, text)
-        regs = [r for sym in syms for r in sym.registrations]
-        return _assemble(path, [Chunk(1, text.count("\n") + 1, syms, [], regs)])
+
+def index_text(path: str, text: str) -> FileIndex:
+    """Index decoded Python source text; a syntax error gives an index with ``error`` set."""
     try:
         tree = ast.parse(text, filename=path)
         return index_tree(path, tree, text.split("\n"))
@@ -858,7 +858,7 @@ def index_against(
     equals :func:`index_text` (a test checks this on real files).
     """
     stats = stats if stats is not None else ReuseStats()
-    if reference.error is not None or not reference.chunks or path.endswith(".h"):
+    if reference.error is not None or not reference.chunks:
         stats.full_parse = True
         return index_text(path, text)
     lines = text.split("\n")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-from instep.impact.model import Registration
+from instep.pyindex.model import Registration
 from instep.tomlfile import parse_toml
 
 #: Registrars whose call raises when the op already has a decomposition, unless the call
@@ -62,8 +62,8 @@ class Registrar:
 
 @lru_cache(maxsize=1)
 def _table() -> tuple[dict[str, Registrar], frozenset[str]]:
-    text = (resources.files("instep.impact") / "data" / "registrars.toml").read_text("utf-8")
-    raw = parse_toml(text, "instep/impact/data/registrars.toml")
+    text = (resources.files("instep.pyindex") / "data" / "registrars.toml").read_text("utf-8")
+    raw = parse_toml(text, "instep/pyindex/data/registrars.toml")
     regs = {
         name: Registrar(name, spec["key"], spec["from"])
         for name, spec in raw.get("registrars", {}).items()
