@@ -29,8 +29,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from instep.impact.analysis import BEHAVIOUR, ImpactRequest, analyse
-from instep.impact.indexing import diff_versions
-from instep.impact.sources import diff_snapshots, is_test_path, open_snapshot
+from instep.impact.upstream.release_diff import diff_versions
+from instep.impact.upstream.sources import diff_snapshots, is_test_path, open_snapshot
 from instep.pyindex.cache import ContentCache
 
 UP_OLD, UP_NEW = "torch==2.13.0", "torch==2.14.1"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from instep.impact.coupling_index import index_downstream, index_downstream_file
+from instep.impact.downstream.coupling_index import index_downstream, index_downstream_file
 from instep.impact.model import CouplingKind
 from instep.pyindex.cache import ContentCache
 
@@ -416,7 +416,7 @@ def test_prefix_factored_name_scan_matches_the_plain_alternation():
     import random
     import re
 
-    from instep.impact.coupling_index import _trie_pattern
+    from instep.impact.downstream.coupling_index import _trie_pattern
 
     rng = random.Random(7)
     words = ["torch", "to", "torch_npu", "aten", "V", "V.graph", "register", "register_x", "op"]

@@ -10,6 +10,7 @@ import pytest
 
 from instep.errors import BadInput
 from instep.impact.export import render, write
+from instep.impact.join.verdicts import decide, judge_unit
 from instep.impact.model import (
     ChangeKind,
     CouplingKind,
@@ -19,7 +20,6 @@ from instep.impact.model import (
     SymbolChange,
     UpstreamChange,
 )
-from instep.impact.verdicts import decide, judge_unit
 from instep.pyindex.model import Symbol, SymbolKind
 
 PATH = "torch/_inductor/lowering.py"

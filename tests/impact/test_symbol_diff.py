@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from instep.impact.model import ChangeKind, Stage
-from instep.impact.symbol_diff import diff_files, diff_many, diff_sources
+from instep.impact.upstream.symbol_diff import diff_files, diff_many, diff_sources
 from instep.pyindex.model import SymbolKind
 from instep.pyindex.symbols import index_source
 

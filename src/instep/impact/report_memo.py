@@ -27,7 +27,7 @@ from instep.pyindex.cache import ContentCache
 
 if TYPE_CHECKING:
     from instep.impact.model import ImpactReport
-    from instep.impact.sources.snapshot import Snapshot
+    from instep.impact.upstream.sources.snapshot import Snapshot
 
 NAMESPACE = "reports-v1"
 

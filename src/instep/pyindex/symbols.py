@@ -19,7 +19,8 @@ top-level statement of the reference version and every re-parsed region must par
 own; otherwise it falls back to a full parse (see the function's docstring).
 
 This module never imports or executes the code it reads, and does not diff (see
-``symbol_diff``) or run in parallel (see ``indexing``).
+``instep.impact.upstream.symbol_diff``) or run in parallel (see
+``instep.impact.upstream.release_diff``).
 """
 
 from __future__ import annotations
@@ -720,7 +721,7 @@ def index_tree(path: str, tree: ast.Module, lines: list[str] | None = None) -> F
 
 def index_of_declarations(path: str, text: str, syms: list[Symbol]) -> FileIndex:
     """The index of a non-Python file whose symbols another reader found (an upstream C
-    shim header: ``instep.impact.file_index``), as one chunk spanning the whole text."""
+    shim header: ``instep.impact.upstream.file_index``), as one chunk spanning the whole text."""
     regs = [r for sym in syms for r in sym.registrations]
     return _assemble(path, [Chunk(1, text.count("\n") + 1, syms, [], regs)])
 

@@ -2,8 +2,8 @@
 
 :func:`index_many` indexes ``(path, bytes)`` items; :func:`diff_versions` indexes and
 diffs ``(path, old bytes, new bytes)`` triples (a release diff, a commit) with the fast
-old-side reuse of :func:`~instep.impact.symbol_diff.diff_sources`, then adds the
-cross-file renames of :func:`~instep.impact.symbol_diff.diff_many`.
+old-side reuse of :func:`~instep.impact.upstream.symbol_diff.diff_sources`, then adds the
+cross-file renames of :func:`~instep.impact.upstream.symbol_diff.diff_many`.
 
 Workers receive bytes and return :class:`~instep.pyindex.symbols.FileIndex` objects
 (without the reuse tables, which only serve the worker itself). Results are cached by
@@ -23,11 +23,11 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from instep.impact.file_index import index_source
 from instep.impact.model import Stage, SymbolChange
 from instep.impact.no_gc import no_cyclic_gc
-from instep.impact.stages import StageMap
-from instep.impact.symbol_diff import DIFF_FORMAT_VERSION, FileDiff, diff_sources, join
+from instep.impact.upstream.file_index import index_source
+from instep.impact.upstream.stages import StageMap
+from instep.impact.upstream.symbol_diff import DIFF_FORMAT_VERSION, FileDiff, diff_sources, join
 from instep.pyindex.cache import ContentCache, content_hash
 from instep.pyindex.symbols import FORMAT_VERSION, FileIndex
 

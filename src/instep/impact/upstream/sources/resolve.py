@@ -1,4 +1,4 @@
-"""From a command-line word to a :class:`~instep.impact.sources.snapshot.Snapshot`.
+"""From a command-line word to a :class:`~instep.impact.upstream.sources.snapshot.Snapshot`.
 
 :func:`open_snapshot` accepts the forms ``--upstream-old/--upstream-new/--downstream``
 take: a directory (source tree), a ``.whl`` file, ``PATH@REV`` of a git repository, or
@@ -12,10 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from instep.errors import BadInput, MissingInput
-from instep.impact.sources.git_repo import GitRepo, GitSnapshot
-from instep.impact.sources.pip_spec import download_wheel, is_pip_requirement
-from instep.impact.sources.snapshot import DEFAULT_MAX_BYTES, Snapshot, TreeSnapshot
-from instep.impact.sources.wheel import WheelSnapshot
+from instep.impact.upstream.sources.git_repo import GitRepo, GitSnapshot
+from instep.impact.upstream.sources.pip_spec import download_wheel, is_pip_requirement
+from instep.impact.upstream.sources.snapshot import DEFAULT_MAX_BYTES, Snapshot, TreeSnapshot
+from instep.impact.upstream.sources.wheel import WheelSnapshot
 
 FORMS = (
     "a source directory, a .whl file, PATH@REV of a git repository, "

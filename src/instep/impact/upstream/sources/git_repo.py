@@ -4,7 +4,7 @@
 one ``git log`` call for a whole range (metadata plus raw name-status with blob ids)
 and one long-lived ``git cat-file --batch`` process for every blob read, closed
 deterministically by :meth:`GitRepo.close` / ``with``. :class:`GitSnapshot` is one
-revision's tree as a :class:`~instep.impact.sources.snapshot.Snapshot` (blob ids as
+revision's tree as a :class:`~instep.impact.upstream.sources.snapshot.Snapshot` (blob ids as
 digests). :func:`iter_commits` yields :class:`CommitUnit` oldest first, with PR numbers
 and revert references read from the messages; :func:`mark_reverts` links reverts to the
 commits they revert. Nothing here writes to the repository or checks anything out.
@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from instep.errors import BadInput, InstepError, MissingDependency, MissingInput
-from instep.impact.sources.commit_message import read_message
-from instep.impact.sources.snapshot import (
+from instep.impact.upstream.sources.commit_message import read_message
+from instep.impact.upstream.sources.snapshot import (
     DEFAULT_MAX_BYTES,
     FileChange,
     binary_side,

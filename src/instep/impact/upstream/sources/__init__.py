@@ -7,8 +7,8 @@ directory (:func:`iter_patch_units`) or two snapshots (:func:`diff_snapshots`). 
 here parses Python or imports analysed code.
 """
 
-from instep.impact.sources.commit_message import MessageFacts, read_message
-from instep.impact.sources.git_repo import (
+from instep.impact.upstream.sources.commit_message import MessageFacts, read_message
+from instep.impact.upstream.sources.git_repo import (
     CommitUnit,
     GitRepo,
     GitSnapshot,
@@ -17,10 +17,10 @@ from instep.impact.sources.git_repo import (
     mark_reverts,
     parse_range,
 )
-from instep.impact.sources.patches import PatchedSnapshot, PatchUnit, iter_patch_units
-from instep.impact.sources.pip_spec import download_wheel, is_pip_requirement
-from instep.impact.sources.resolve import open_snapshot
-from instep.impact.sources.snapshot import (
+from instep.impact.upstream.sources.patches import PatchedSnapshot, PatchUnit, iter_patch_units
+from instep.impact.upstream.sources.pip_spec import download_wheel, is_pip_requirement
+from instep.impact.upstream.sources.resolve import open_snapshot
+from instep.impact.upstream.sources.snapshot import (
     DEFAULT_MAX_BYTES,
     FileChange,
     Snapshot,
@@ -29,7 +29,7 @@ from instep.impact.sources.snapshot import (
     is_binary,
     sha256_digest,
 )
-from instep.impact.sources.wheel import WheelSnapshot
+from instep.impact.upstream.sources.wheel import WheelSnapshot
 
 __all__ = [
     "DEFAULT_MAX_BYTES",

@@ -1,6 +1,6 @@
 """Decide Check / Test / Shim for each coupling and for each unit, from documented rules.
 
-A coupling's verdict comes from the first rule of ``data/verdict_rules.toml`` whose
+A coupling's verdict comes from the first rule of ``verdict_rules.toml`` (beside this module) whose
 conditions hold for facts computed here from the evidence (the downstream reference and
 the upstream change); the unit's verdict aggregates its couplings. Rationales are
 rendered from the rules' texts (English or Chinese). This module does not find
@@ -65,8 +65,8 @@ class Rule:
 
 @lru_cache(maxsize=1)
 def rules() -> tuple[Rule, ...]:
-    text = (resources.files("instep.impact") / "data" / "verdict_rules.toml").read_text("utf-8")
-    raw = parse_toml(text, "instep/impact/data/verdict_rules.toml")
+    text = (resources.files("instep.impact.join") / "verdict_rules.toml").read_text("utf-8")
+    raw = parse_toml(text, "instep/impact/join/verdict_rules.toml")
     out = []
     for r in raw["rule"]:
         out.append(

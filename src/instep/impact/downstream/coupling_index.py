@@ -11,7 +11,7 @@ records :class:`~instep.impact.model.Reference` s: imports and attribute uses
 :mod:`instep.pyindex.registrations`), upstream config keys (CONFIG) and AOTI C shim names
 (C_SHIM, best effort). Every def, nested ones included, becomes a
 :class:`DownstreamFunction` with its signature, body hash and fork fingerprint; version
-gates (:mod:`instep.impact.version_gates`) are attached to the references they guard.
+gates (:mod:`instep.impact.downstream.version_gates`) are attached to the references they guard.
 
 The whole tree (:func:`index_downstream`, a process pool plus the content cache) then
 resolves what one file cannot: names re-exported by another downstream module,
@@ -20,8 +20,8 @@ replacements installed from another file than the one defining them, patch helpe
 targets, and subclass chains through downstream classes.
 
 Targets are absolute dotted names *as the downstream writes them*; re-exports are resolved
-against upstream later (``upstream_resolver``). Nothing is imported or executed; fork
-detection against upstream is :mod:`instep.impact.forks`.
+against upstream later (``upstream.resolver``). Nothing is imported or executed; fork
+detection against upstream is :mod:`instep.impact.downstream.forks`.
 """
 
 from __future__ import annotations
@@ -41,16 +41,16 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 
-from instep.impact import forks
-from instep.impact.c_shims import shim_name_pattern
-from instep.impact.model import CouplingKind, Reference, VersionGate
-from instep.impact.no_gc import no_cyclic_gc
-from instep.impact.version_gates import (
+from instep.impact.downstream import forks
+from instep.impact.downstream.version_gates import (
     GateLookup,
     GateSpan,
     catches_import_error,
     gate_spans,
 )
+from instep.impact.model import CouplingKind, Reference, VersionGate
+from instep.impact.no_gc import no_cyclic_gc
+from instep.impact.upstream.c_shims import shim_name_pattern
 from instep.pyindex.cache import ContentCache, content_hash
 from instep.pyindex.model import Registration, module_of
 from instep.pyindex.registrations import (

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from instep.errors import BadInput, MissingInput
-from instep.impact.c_shims import is_shim_header
+from instep.impact.upstream.c_shims import is_shim_header
 
 log = logging.getLogger(__name__)
 

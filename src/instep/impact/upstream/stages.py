@@ -74,7 +74,8 @@ def _lookup(path: str, table: dict[str, Stage]) -> Stage:
 
 
 class StageMap:
-    """A reusable ``stage_of`` callable for :func:`~instep.impact.symbol_diff.diff_many`."""
+    """A reusable ``stage_of`` callable for
+    :func:`~instep.impact.upstream.symbol_diff.diff_many`."""
 
     def __init__(self, extra: dict[str, str] | None = None) -> None:
         self.table = stage_table(extra)

@@ -23,7 +23,7 @@ change; member changes are reported on the members. :func:`diff_sources` indexes
 version fully and the old one by reusing the new version's unchanged top-level statements
 (``symbols.index_against``), which is what makes a release diff fast.
 
-This module does not read files, run in parallel (see ``indexing``) or judge impact.
+This module does not read files, run in parallel (see ``release_diff``) or judge impact.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from instep.impact.file_index import index_against, index_text
 from instep.impact.model import ChangeKind, Stage, SymbolChange
+from instep.impact.upstream.file_index import index_against, index_text
 from instep.pyindex.model import Symbol, SymbolKind
 from instep.pyindex.symbols import FileIndex, decode_or_error
 from instep.pyindex.unparse import unparse

@@ -1,5 +1,5 @@
 """Index one file of an upstream or downstream tree: Python through ``instep.pyindex``,
-an upstream C shim header (``.h``) through :mod:`instep.impact.c_shims`.
+an upstream C shim header (``.h``) through :mod:`instep.impact.upstream.c_shims`.
 
 The same three entry points as :mod:`instep.pyindex.symbols` (``index_text``,
 ``index_source``, ``index_against``), dispatching on the path; a header is never indexed
@@ -8,7 +8,7 @@ against a previous version (it is read whole). Nothing here parses Python or C i
 
 from __future__ import annotations
 
-from instep.impact.c_shims import declarations
+from instep.impact.upstream.c_shims import declarations
 from instep.pyindex import symbols
 from instep.pyindex.symbols import FileIndex, ReuseStats, decode_or_error
 

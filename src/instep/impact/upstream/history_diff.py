@@ -6,7 +6,7 @@ only the statements that differ are parsed), so a 7,000-line file touched by fif
 commits costs one full parse plus fifty small ones. Chains run in parallel (one per
 path), each link's result is cached by content, and moves across files are matched per
 commit (``symbol_diff.join``). Release diffs (one pair per path) use
-``indexing.diff_versions`` instead.
+``release_diff.diff_versions`` instead.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from instep.impact.file_index import index_against, index_text
-from instep.impact.indexing import default_jobs
 from instep.impact.model import Stage
-from instep.impact.symbol_diff import FileDiff, diff_file
+from instep.impact.upstream.file_index import index_against, index_text
+from instep.impact.upstream.release_diff import default_jobs
+from instep.impact.upstream.symbol_diff import FileDiff, diff_file
 from instep.pyindex.cache import ContentCache
 from instep.pyindex.symbols import FileIndex, decode_or_error
 

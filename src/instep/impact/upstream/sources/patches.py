@@ -1,7 +1,7 @@
 """A directory of patches as change units, applied in memory to a base snapshot.
 
 ``*.patch`` and ``*.diff`` files are taken in name order and applied cumulatively to the
-base :class:`~instep.impact.sources.snapshot.Snapshot`; each ``git format-patch``
+base :class:`~instep.impact.upstream.sources.snapshot.Snapshot`; each ``git format-patch``
 message (a file may hold several, as ``--stdout`` writes them) or plain unified diff
 (``diff -u``/``diff -ruN``) is one :class:`PatchUnit`. Hunks must match exactly, at the
 stated line or shifted (no fuzz); a hunk that does not apply is a one-line BadInput
@@ -21,8 +21,13 @@ from email.header import decode_header, make_header
 from pathlib import Path
 
 from instep.errors import BadInput, MissingInput
-from instep.impact.sources.commit_message import read_message
-from instep.impact.sources.snapshot import FileChange, Snapshot, is_source_path, sha256_digest
+from instep.impact.upstream.sources.commit_message import read_message
+from instep.impact.upstream.sources.snapshot import (
+    FileChange,
+    Snapshot,
+    is_source_path,
+    sha256_digest,
+)
 
 log = logging.getLogger(__name__)
 

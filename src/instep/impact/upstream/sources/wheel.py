@@ -1,4 +1,4 @@
-"""A wheel file read as a :class:`~instep.impact.sources.snapshot.Snapshot`.
+"""A wheel file read as a :class:`~instep.impact.upstream.sources.snapshot.Snapshot`.
 
 Members are read straight out of the zip archive: the wheel is never extracted,
 installed or imported. Digests come from the wheel's ``*.dist-info/RECORD`` (sha256)
@@ -19,7 +19,7 @@ import zlib
 from pathlib import Path
 
 from instep.errors import BadInput, MissingInput
-from instep.impact.sources.snapshot import DEFAULT_MAX_BYTES, is_source_path, sha256_digest
+from instep.impact.upstream.sources.snapshot import DEFAULT_MAX_BYTES, is_source_path, sha256_digest
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ from instep.impact.model import CouplingKind, Reference
 from instep.pyindex.model import Symbol, module_of
 
 if TYPE_CHECKING:
-    from instep.impact.coupling_index import DownstreamFunction
+    from instep.impact.downstream.coupling_index import DownstreamFunction
 
 STOP_GRAM = 40  # a gram in more upstream functions than this is not used to find candidates
 SAME_NAME_FACTOR = 0.75  # a same-name copy needs only 3/4 of the threshold (0.45 for 0.6)
