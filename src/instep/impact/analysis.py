@@ -44,30 +44,12 @@ from instep.impact.upstream.release_diff import default_jobs
 from instep.impact.upstream.resolver import UpstreamResolver
 from instep.pyindex.cache import ContentCache
 from instep.pyindex.model import SymbolKind
-from instep.pyindex.registrations import FALLBACK_CALLS, OVERRIDE_DECOMP
+from instep.pyindex.registrations import FALLBACK_CALLS, OVERRIDE_DECOMP, role_of
 
 T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
-# What a registration claims for its key: two registrations of one op only replace each
-# other (and only then are their signatures comparable) when the role and overload agree.
-REGISTRATION_ROLES = {
-    "register_lowering": "lowering",
-    "_register_lowering": "lowering",
-    "register_pointwise": "lowering",
-    "register_foreach_pointwise": "lowering",
-    "make_fallback": "lowering",
-    "make_reduction_fallback": "lowering",
-    "table:lowerings": "lowering",
-    "table:fallbacks": "lowering",
-    "register_decomposition": "decomposition",
-    "table:decompositions": "decomposition",
-    "register_meta": "meta",
-    "register_fake": "meta",
-    "register_op_impl": "meta",
-    "py_impl": "py_impl",
-}
 _OVERLOAD_RE = re.compile(r"\(\.(\w+)\)")
 MIN_FORK_SIMILARITY = 0.6  # below this only a same-named, non-dunder function counts
 
@@ -954,7 +936,7 @@ def _registration_parts(detail: str) -> tuple[str, str | None]:
 def _same_registration(c: SymbolChange, r: Reference, registrar: str, overload: str | None) -> bool:
     """Does the downstream registration (its ``registrar`` and ``overload``, from
     :func:`_registration_parts`) replace the upstream one (same role and overload)?"""
-    role = REGISTRATION_ROLES.get(registrar)
+    role = role_of(registrar)
     if role is None:
         return False
     key = r.target.removeprefix("op:")
@@ -962,7 +944,7 @@ def _same_registration(c: SymbolChange, r: Reference, registrar: str, overload: 
         if sym is None:
             continue
         for reg in sym.registrations:
-            same_role = REGISTRATION_ROLES.get(reg.registrar) == role
+            same_role = role_of(reg.registrar) == role
             if reg.key == key and same_role and reg.overload == overload:
                 return True
     return False
@@ -1001,7 +983,7 @@ def _registration_interplay(
         and (old or new)
         and all(
             g.registrar.startswith("table:")
-            and g.registrar not in REGISTRATION_ROLES
+            and role_of(g.registrar) is None
             and g.registrar != registrar
             for g in (*old, *new)
         )
@@ -1010,12 +992,12 @@ def _registration_interplay(
 
     def decomposes(regs: list) -> bool:
         return any(
-            REGISTRATION_ROLES.get(g.registrar) == "decomposition"
+            role_of(g.registrar) == "decomposition"
             and (g.overload is None or overload is None or g.overload == overload)
             for g in regs
         )
 
-    lowers = REGISTRATION_ROLES.get(registrar) == "lowering"
+    lowers = role_of(registrar) == "lowering"
     if decomposes(new) and not decomposes(old):
         if registrar in FALLBACK_CALLS:
             if f"[{OVERRIDE_DECOMP}]" not in r.detail:

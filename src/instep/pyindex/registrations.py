@@ -58,26 +58,48 @@ class Registrar:
     name: str
     key: str  # 'op' | 'backend' | 'device_backend' | ...
     source: str  # 'first' | 'name_kw' | 'receiver'
+    role: str | None = None  # 'lowering' | 'decomposition' | 'meta' | 'py_impl' | None
+
+
+@dataclass(frozen=True)
+class _Table:
+    registrars: dict[str, Registrar]
+    item_assignment: frozenset[str]
+    roles: dict[str, str]  # registrar name ('table:NAME' for tables) -> role
 
 
 @lru_cache(maxsize=1)
-def _table() -> tuple[dict[str, Registrar], frozenset[str]]:
+def _table() -> _Table:
     text = (resources.files("instep.pyindex") / "data" / "registrars.toml").read_text("utf-8")
-    raw = parse_toml(text, "instep/pyindex/data/registrars.toml")
+    return parse_registrars(text, "instep/pyindex/data/registrars.toml")
+
+
+def parse_registrars(text: str, where: str) -> _Table:
+    """The registrar table of a ``registrars.toml`` text (``where`` names it in errors)."""
+    raw = parse_toml(text, where)
     regs = {
-        name: Registrar(name, spec["key"], spec["from"])
+        name: Registrar(name, spec["key"], spec["from"], spec.get("role"))
         for name, spec in raw.get("registrars", {}).items()
     }
-    tables = frozenset(raw.get("tables", {}).get("item_assignment", []))
-    return regs, tables
+    tables = raw.get("tables", {})
+    roles = {name: r.role for name, r in regs.items() if r.role is not None}
+    roles.update({f"table:{name}": role for name, role in tables.get("roles", {}).items()})
+    return _Table(regs, frozenset(tables.get("item_assignment", [])), roles)
 
 
 def registrars() -> dict[str, Registrar]:
-    return _table()[0]
+    return _table().registrars
 
 
 def item_assignment_tables() -> frozenset[str]:
-    return _table()[1]
+    return _table().item_assignment
+
+
+def role_of(registrar: str) -> str | None:
+    """What a registration by ``registrar`` (a registrar's name, or ``table:NAME`` for a
+    table write) claims for its key, from the ``role`` column of ``registrars.toml``:
+    two registrations of one op replace each other only when their roles agree."""
+    return _table().roles.get(registrar)
 
 
 def dotted_name(node: ast.AST) -> str | None:
