@@ -248,10 +248,6 @@ class InstalledTorch:
                 self._resolved[dotted] = self._resolve("torch", parts[1:], set())
         return self._resolved[dotted]
 
-    def resolve_module(self, dotted: str) -> str | None:
-        """``dotted`` itself if it names a module of this torch (source or extension)."""
-        return dotted if self.module_kind(dotted) else None
-
     def _resolve(self, module: str, rest: list[str], seen: set[str]) -> Resolution:
         if not rest:
             return Resolution(Verdict.FOUND)

@@ -29,7 +29,6 @@ from __future__ import annotations
 import ast
 import bisect
 import builtins
-import hashlib
 import logging
 import os
 import re
@@ -302,10 +301,6 @@ def _snippet(lines: list[str], line: int) -> str:
         s = lines[line - 1].strip()
         return s if len(s) <= SNIPPET_CHARS else s[: SNIPPET_CHARS - 3] + "..."
     return ""
-
-
-def _hash(text: str) -> str:
-    return hashlib.blake2b(text.encode(), digest_size=10).hexdigest()
 
 
 @dataclass
@@ -1586,12 +1581,6 @@ class DownstreamIndex:
             if anc:
                 out[name] = anc
         return out
-
-    def by_target(self) -> dict[str, list[Reference]]:
-        out: dict[str, list[Reference]] = defaultdict(list)
-        for r in self.references():
-            out[r.target].append(r)
-        return dict(out)
 
     def counts(self) -> dict[str, int]:
         """Figures for reports: references per kind and a few derived counts."""
