@@ -37,8 +37,10 @@ from collections import defaultdict
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from functools import lru_cache
 from importlib import resources
+from typing import NamedTuple
 
 from instep.impact.downstream import forks
 from instep.impact.downstream.version_gates import (
@@ -70,7 +72,7 @@ from instep.tomlfile import parse_toml
 
 log = logging.getLogger(__name__)
 
-FORMAT = "coupling-index-v6"  # bump when any cached class changes shape
+FORMAT = "coupling-index-v7"  # bump when any cached class changes shape
 MAX_FILE_BYTES = 8 * 1024 * 1024
 MAX_CALL_SHAPES = 16  # distinct ways of calling one upstream callable judged per place
 SNIPPET_CHARS = 160
@@ -219,6 +221,37 @@ def config_key(dotted: str) -> tuple[str, str] | None:
 # ----------------------------------------------------------------------------- nouns
 
 
+class LocalKind(Enum):
+    DEF = "def"
+    CLASS = "class"
+
+
+class Local(NamedTuple):
+    """A name bound to a def or class of the file being indexed (``qualname`` may go on
+    into its attributes: ``C.m``), as opposed to an absolute dotted name (a ``str``)."""
+
+    kind: LocalKind
+    qualname: str
+
+
+#: What a name is bound to: an absolute dotted name, a local def/class, or unknown.
+Binding = str | Local | None
+
+
+class ArgKind(Enum):
+    UPSTREAM = "up"  # an upstream object (absolute dotted name)
+    DOWNSTREAM = "dn"  # a downstream object of another module (absolute dotted name)
+    LOCAL = "fn"  # a def or class of this file (a Local)
+    STRING = "str"  # a string constant
+
+
+class Arg(NamedTuple):
+    """What a call passes at one position or keyword, when it is statically known."""
+
+    kind: ArgKind
+    value: str | Local
+
+
 @dataclass
 class DownstreamFunction:
     """One def of a downstream file (nested defs included: lowerings inside functions)."""
@@ -264,9 +297,9 @@ class HelperSpec:
 class CallSite:
     """A call to a downstream function with upstream objects and strings as arguments."""
 
-    callee: str  # absolute dotted (downstream), or '<def>qualname' of this file
-    args: tuple[tuple[str, str] | None, ...]  # ('up'|'str'|'fn'|'dn', value) per position
-    keywords: tuple[tuple[str, tuple[str, str] | None], ...]
+    callee: str | Local  # absolute dotted (downstream), or a def of this file
+    args: tuple[Arg | None, ...]  # per position
+    keywords: tuple[tuple[str, Arg | None], ...]
     line: int
     snippet: str
     owner: str | None
@@ -283,7 +316,7 @@ class DownstreamFileIndex:
     error: str | None = None
     # for cross-file resolution (DownstreamIndex)
     module: str = ""
-    exports: dict[str, str] = field(default_factory=dict)  # module-level name -> binding
+    exports: dict[str, str | Local] = field(default_factory=dict)  # module-level bindings
     classes: list[DownstreamClass] = field(default_factory=list)
     helpers: dict[str, HelperSpec] = field(default_factory=dict)
     calls: list[CallSite] = field(default_factory=list)
@@ -325,7 +358,7 @@ class _Visitor:
         self.is_package = path.endswith("__init__.py")
         self.lines = source.splitlines()
         self.roots = frozenset(roots)
-        self.scopes: list[tuple[dict[str, str | None], bool]] = [({}, False)]
+        self.scopes: list[tuple[dict[str, Binding], bool]] = [({}, False)]
         self.frames: list[_Frame] = []
         self.owner_stack: list[str] = []
         self.refs: list[Reference] = []
@@ -337,7 +370,7 @@ class _Visitor:
         self.helpers: dict[str, HelperSpec] = {}
         self.returns: dict[str, str] = {}  # local def -> upstream module/object it returns
         self.calls: list[CallSite] = []
-        self.local_patches: list[tuple[int, str]] = []  # ref idx -> '<def>q' / '<class>q.m'
+        self.local_patches: list[tuple[int, Local]] = []  # ref idx -> its local replacement
         self.patch_values: list[tuple[int, str]] = []
         self.skip_calls: set[int] = set()
         self.decorator_calls: set[int] = set()
@@ -358,16 +391,16 @@ class _Visitor:
         self.type_nodes: set[int] = set()
 
     # -- names ---------------------------------------------------------------------
-    def is_up(self, dotted: str | None) -> bool:
-        return bool(dotted) and dotted.split(".", 1)[0] in self.roots  # type: ignore[union-attr]
+    def is_up(self, dotted: str | Local | None) -> bool:
+        return type(dotted) is str and dotted.split(".", 1)[0] in self.roots
 
     def is_own(self, dotted: str) -> bool:
         return dotted.split(".", 1)[0] == self.package
 
-    def bind(self, name: str, value: str | None) -> None:
+    def bind(self, name: str, value: Binding) -> None:
         self.scopes[-1][0][name] = value
 
-    def lookup(self, name: str) -> str | None:
+    def lookup(self, name: str) -> Binding:
         top = len(self.scopes) - 1
         for i in range(top, -1, -1):
             scope, is_class = self.scopes[i]
@@ -377,8 +410,9 @@ class _Visitor:
                 return scope[name]
         return None
 
-    def resolve(self, node: ast.AST) -> tuple[str | None, bool]:
-        """Absolute dotted name of a Name/Attribute chain (None: local or unknown)."""
+    def resolve(self, node: ast.AST) -> tuple[str | Local | None, bool]:
+        """Absolute dotted name of a Name/Attribute chain, or the local def/class it goes
+        through (None: unknown); and whether a handle was applied."""
         chain = dotted_name(node)
         if chain is None:
             return None, False
@@ -386,8 +420,8 @@ class _Visitor:
         b = self.lookup(head)
         if b is None:
             return None, False
-        if b.startswith("<"):
-            return (b + "." + rest if rest else b), False
+        if type(b) is Local:
+            return (Local(b.kind, f"{b.qualname}.{rest}") if rest else b), False
         full = b + "." + rest if rest else b
         if self.is_up(full):
             return apply_handles(full)
@@ -655,7 +689,7 @@ class _Visitor:
         if not isinstance(node.ctx, ast.Load):
             return
         b = self.lookup(node.id)
-        if b is None or b.startswith("<"):
+        if b is None or type(b) is Local:
             return
         if self.is_up(b):
             b, _ = apply_handles(b)
@@ -670,7 +704,7 @@ class _Visitor:
             if dotted_name(node) is None:
                 self.generic(node)
             return
-        if dotted.startswith("<"):
+        if type(dotted) is Local:
             return
         if self.is_up(dotted):
             self.use(dotted, node.lineno)
@@ -707,11 +741,12 @@ class _Visitor:
             self.type_position(node.returns)
         outer_q = ".".join(self.owner_stack)
         qual = f"{outer_q}.{node.name}" if outer_q else node.name
-        self.bind(node.name, f"<def>{qual}")
+        local = Local(LocalKind.DEF, qual)
+        self.bind(node.name, local)
         decs = [self.unaliased(d) if isinstance(d, ast.Call) else d for d in node.decorator_list]
         regs = tuple(registrations_of_decorators(decs, self.path, qual))
         for r in regs:
-            self.local_patches.append((self.registration(r), f"<def>{qual}"))
+            self.local_patches.append((self.registration(r), local))
         args = node.args
         params = tuple(
             a.arg
@@ -784,14 +819,14 @@ class _Visitor:
             if dotted is None:
                 self.visit(b)
                 continue
-            if dotted.startswith("<class>"):
-                dotted = f"{self.module}.{dotted[7:]}"
-            elif dotted.startswith("<"):
-                continue
+            if type(dotted) is Local:
+                if dotted.kind is not LocalKind.CLASS:
+                    continue
+                dotted = f"{self.module}.{dotted.qualname}"
             bases.append(dotted)
         for kw in node.keywords:
             self.visit(kw.value)
-        self.bind(node.name, f"<class>{qual}")
+        self.bind(node.name, Local(LocalKind.CLASS, qual))
         self.owner_stack.append(node.name)
         self.scopes.append(({}, True))
         n_before = len(self.functions)
@@ -862,17 +897,17 @@ class _Visitor:
 
     def assign_target(self, t: ast.AST, value: ast.AST, stmt: ast.stmt) -> None:
         if isinstance(t, ast.Name):
-            dotted = None
+            dotted: str | Local | None = None
             if isinstance(value, (ast.Name, ast.Attribute)):
                 dotted, via_handle = self.resolve(value)
                 if via_handle:
                     dotted = None
             elif isinstance(value, ast.Call) and not value.args and not value.keywords:
                 fn, _ = self.resolve(value.func)  # lowering = _get_inductor_lowering()
-                if fn and fn.startswith("<def>"):
-                    dotted = self.returns.get(fn[5:])
+                if type(fn) is Local and fn.kind is LocalKind.DEF:
+                    dotted = self.returns.get(fn.qualname)
             self.bind(t.id, dotted)
-            if dotted is not None and not dotted.startswith("<") and self.is_up(dotted):
+            if self.is_up(dotted):
                 self.add_name(t.id)
             if self.frames and dotted is None:
                 frame = self.frames[-1]
@@ -931,13 +966,13 @@ class _Visitor:
             return
         self.visit(t)
 
-    def value_info(self, value: ast.AST, target: str) -> tuple[str, str | None, bool]:
+    def value_info(self, value: ast.AST, target: str) -> tuple[str, str | Local | None, bool]:
         """(description, binding of the replacement if a def/class, calls the original)."""
         if isinstance(value, (ast.Name, ast.Attribute)):
             dotted, _ = self.resolve(value)
             if dotted is None:
                 return "value", None, False
-            if dotted.startswith("<"):
+            if type(dotted) is Local:
                 return "replaced by", dotted, False
             if self.is_up(dotted):
                 return f"value: upstream {dotted}", None, dotted == target
@@ -947,7 +982,7 @@ class _Visitor:
         if isinstance(value, ast.Call):
             calls_orig = target in self.chains_in(value)
             fn, _ = self.resolve(value.func)
-            if fn and fn.startswith("<class>"):
+            if type(fn) is Local and fn.kind is LocalKind.CLASS:
                 return "value: instance", None, False
             return "replaced by a wrapper", None, calls_orig
         return "value", None, False
@@ -972,7 +1007,7 @@ class _Visitor:
         )
         if binding is None:
             return
-        if binding.startswith("<"):
+        if type(binding) is Local:
             self.local_patches.append((idx, binding))
         else:
             self.patch_values.append((idx, binding))
@@ -1023,7 +1058,7 @@ class _Visitor:
             fn_arg = None  # register_lowering(aten.x)(fn): the registered def
             if isinstance(func, ast.Call) and node.args:
                 b, _ = self.resolve(node.args[0])
-                fn_arg = b if b and b.startswith("<def>") else None
+                fn_arg = b if type(b) is Local and b.kind is LocalKind.DEF else None
             note = OVERRIDE_DECOMP if overrides_decomposition(node) else ""
             for r in registrations_of_call(self.unaliased(node), self.path, None):
                 idx = self.registration(
@@ -1033,7 +1068,7 @@ class _Visitor:
                 if fn_arg:
                     self.local_patches.append((idx, fn_arg))
         fn, _ = self.resolve(func)
-        if fn is not None and not fn.startswith("<class>"):
+        if fn is not None and not (type(fn) is Local and fn.kind is LocalKind.CLASS):
             if self.is_up(fn):
                 self.note_call(fn)
                 self.note_use(fn, func, node)
@@ -1054,7 +1089,7 @@ class _Visitor:
         func = call.func
         if isinstance(func, ast.Name) and func.id not in registrars():
             b = self.lookup(func.id)
-            if b and not b.startswith("<"):
+            if b and type(b) is str:
                 last = b.rsplit(".", 1)[-1]
                 if last in registrars():
                     new = ast.Call(ast.Name(last, ast.Load()), call.args, call.keywords)
@@ -1134,26 +1169,27 @@ class _Visitor:
                         break
         return out
 
-    def arg_info(self, node: ast.AST) -> tuple[str, str] | None:
+    def arg_info(self, node: ast.AST) -> Arg | None:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            return ("str", node.value)
+            return Arg(ArgKind.STRING, node.value)
         if isinstance(node, (ast.Name, ast.Attribute)):
             dotted, via = self.resolve(node)
             if dotted is None or via:
                 return None
-            if dotted.startswith("<"):
-                return ("fn", dotted)
-            return ("up", dotted) if self.is_up(dotted) else ("dn", dotted)
+            if type(dotted) is Local:
+                return Arg(ArgKind.LOCAL, dotted)
+            return Arg(ArgKind.UPSTREAM if self.is_up(dotted) else ArgKind.DOWNSTREAM, dotted)
         return None
 
     def call_site(self, node: ast.Call, decorated: str | None = None) -> CallSite | None:
         fn, _ = self.resolve(node.func)
-        if fn is None or self.is_up(fn) or fn.startswith("<class>"):
+        if fn is None or self.is_up(fn) or (type(fn) is Local and fn.kind is LocalKind.CLASS):
             return None
         args = tuple(self.arg_info(a) for a in node.args)
         kws = tuple((kw.arg, self.arg_info(kw.value)) for kw in node.keywords if kw.arg)
         infos = [a for a in args if a] + [a for _, a in kws if a]
-        if not any(a[0] == "up" for a in infos) or not any(a[0] == "str" for a in infos):
+        kinds = {a.kind for a in infos}
+        if ArgKind.UPSTREAM not in kinds or ArgKind.STRING not in kinds:
             return None
         return CallSite(
             fn, args, kws, node.lineno, _snippet(self.lines, node.lineno), self.owner(), decorated
@@ -1184,20 +1220,20 @@ def _children(node: ast.AST):
 
 def _helper_patch(
     site: CallSite, spec: HelperSpec, helper_name: str, path: str
-) -> tuple[str, tuple[str, str] | None] | None:
+) -> tuple[str, Arg | None] | None:
     """(upstream target, replacement arg) of a call to a patch helper, or None."""
-    bound: dict[str, tuple[str, str] | None] = {}
+    bound: dict[str, Arg | None] = {}
     for p, a in zip(spec.params, site.args, strict=False):
         bound[p] = a
     for k, a in site.keywords:
         bound[k] = a
     obj, name = bound.get(spec.obj), bound.get(spec.name)
-    if not obj or obj[0] != "up" or not name or name[0] != "str":
+    if not obj or obj.kind is not ArgKind.UPSTREAM or not name or name.kind is not ArgKind.STRING:
         return None
-    target = f"{obj[1]}.{name[1]}"
+    target = f"{obj.value}.{name.value}"
     value = bound.get(spec.value) if spec.value else None
     if spec.value is None and site.decorated:
-        value = ("fn", f"<def>{site.decorated}")
+        value = Arg(ArgKind.LOCAL, Local(LocalKind.DEF, site.decorated))
     return target, value
 
 
@@ -1217,10 +1253,10 @@ def _apply_function(ref: Reference, fn: DownstreamFunction, where: str) -> Refer
 
 
 def _local_function(
-    binding: str, functions: dict[str, DownstreamFunction]
+    binding: Local, functions: dict[str, DownstreamFunction]
 ) -> DownstreamFunction | None:
-    """'<def>outer.f' / '<class>C.m' -> the DownstreamFunction of this file."""
-    return functions.get(binding.split(">", 1)[1])
+    """The def of this file a local binding denotes (``outer.f``, ``C.m``), if any."""
+    return functions.get(binding.qualname)
 
 
 def _ancestors(
@@ -1330,16 +1366,17 @@ def index_downstream_file(
             refs[idx] = replace(refs[idx], signature=fn.signature, body_hash=fn.body_hash)
         elif fn is not None:
             refs[idx] = _apply_function(refs[idx], fn, f"{path}::{fn.qualname}")
-        elif binding.startswith("<class>"):
-            refs[idx] = replace(refs[idx], detail=f"{refs[idx].detail} class {binding[7:]}")
+        elif binding.kind is LocalKind.CLASS:
+            refs[idx] = replace(refs[idx], detail=f"{refs[idx].detail} class {binding.qualname}")
     # same-file patch helpers
     for site in v.calls:
-        if not site.callee.startswith("<def>"):
+        if type(site.callee) is not Local or site.callee.kind is not LocalKind.DEF:
             continue
-        spec = v.helpers.get(site.callee[5:])
+        helper = site.callee.qualname
+        spec = v.helpers.get(helper)
         if spec is None:
             continue
-        got = _helper_patch(site, spec, site.callee[5:], path)
+        got = _helper_patch(site, spec, helper, path)
         if got is None:
             continue
         target, value = got
@@ -1349,17 +1386,17 @@ def index_downstream_file(
             path,
             site.line,
             site.snippet,
-            detail=f"patch helper {site.callee[5:]}: value",
+            detail=f"patch helper {helper}: value",
             owner=site.owner,
         )
-        if value and value[0] == "fn":
-            fn = _local_function(value[1], functions)
+        if value and value.kind is ArgKind.LOCAL:
+            fn = _local_function(value.value, functions)  # type: ignore[arg-type]
             if fn is not None:
-                ref = replace(ref, detail=f"patch helper {site.callee[5:]}: replaced by")
+                ref = replace(ref, detail=f"patch helper {helper}: replaced by")
                 ref = _apply_function(ref, fn, f"{path}::{fn.qualname}")
-        elif value and value[0] == "dn":
-            ref = replace(ref, detail=f"patch helper {site.callee[5:]}: replaced by")
-            v.patch_values.append((len(refs), value[1]))
+        elif value and value.kind is ArgKind.DOWNSTREAM:
+            ref = replace(ref, detail=f"patch helper {helper}: replaced by")
+            v.patch_values.append((len(refs), value.value))  # type: ignore[arg-type]
         refs.append(ref)
     # subclasses resolvable in this file
     local_classes = {f"{out.module}.{c.qualname}": c for c in v.classes}
@@ -1392,7 +1429,7 @@ def index_downstream_file(
     out.exports = {k: val for k, val in v.scopes[0][0].items() if val is not None}
     out.classes = v.classes
     out.helpers = v.helpers
-    out.calls = [c for c in v.calls if not c.callee.startswith("<def>")]
+    out.calls = [c for c in v.calls if type(c.callee) is not Local]
     out.pending = v.pending
     out.patch_values = v.patch_values
     out.dn_imports = v.dn_imports
@@ -1442,9 +1479,8 @@ class DownstreamIndex:
                 b = f.exports.get(parts[i])
                 if b is None:
                     return dotted
-                if b.startswith("<"):
-                    _kind, q = b[1:].split(">", 1)
-                    return ".".join([f.module, q, *parts[i + 1 :]])
+                if type(b) is Local:
+                    return ".".join([f.module, b.qualname, *parts[i + 1 :]])
                 dotted = ".".join([b, *parts[i + 1 :]])
                 break
             else:
@@ -1536,10 +1572,10 @@ class DownstreamIndex:
                     owner=site.owner,
                 )
                 fn = None
-                if value and value[0] == "fn":
-                    fn = self._fn_map().get((f.module, value[1].split(">", 1)[1]))
-                elif value and value[0] == "dn":
-                    fn = self._defined(self.resolve(value[1]))
+                if value and value.kind is ArgKind.LOCAL:
+                    fn = self._fn_map().get((f.module, value.value.qualname))  # type: ignore[union-attr]
+                elif value and value.kind is ArgKind.DOWNSTREAM:
+                    fn = self._defined(self.resolve(value.value))  # type: ignore[arg-type]
                 if fn is not None:
                     ref = replace(ref, detail=f"patch helper {where}: replaced by")
                     ref = _apply_function(ref, fn, f"{fn.path}::{fn.qualname}")
