@@ -416,13 +416,13 @@ def test_prefix_factored_name_scan_matches_the_plain_alternation():
     import random
     import re
 
-    from instep.impact.downstream.coupling_index import _trie_pattern
+    from instep.impact.downstream.pruning import trie_pattern
 
     rng = random.Random(7)
     words = ["torch", "to", "torch_npu", "aten", "V", "V.graph", "register", "register_x", "op"]
     noise = ["foo", "torchx", "_torch", "V.g", "regist", "ops", "xop"]
     text = " ".join(rng.choice(words + noise) for _ in range(5000))
-    trie = re.compile(r"\b" + _trie_pattern(words) + r"\b")
+    trie = re.compile(r"\b" + trie_pattern(words) + r"\b")
     plain = re.compile(r"\b(?:" + "|".join(map(re.escape, words)) + r")\b")
     assert [m.start() for m in trie.finditer(text)] == [m.start() for m in plain.finditer(text)]
     assert not trie.search("torchx _torch regist")
