@@ -102,7 +102,7 @@ print("griffe breakages", n)
 
 
 def wheel_path(spec: str, cache: Path) -> Path:
-    from instep.impact.sources import download_wheel
+    from instep.impact.upstream.sources import download_wheel
 
     return download_wheel(spec, cache)
 
@@ -121,8 +121,8 @@ def extract(wheel: Path, dest: Path) -> Path:
 SCOPE = """
 import hashlib, sys, time
 from pathlib import Path
-from instep.impact.cache import ContentCache
-from instep.impact.indexing import diff_versions
+from instep.pyindex.cache import ContentCache
+from instep.impact.upstream.release_diff import diff_versions
 old, new = Path({old!r}), Path({new!r})
 paths = sorted({{p.relative_to(r).as_posix() for r in (old, new)
                 for p in r.rglob("*.py") if "_inductor" in p.parts}})

@@ -29,9 +29,9 @@ from collections import defaultdict
 from pathlib import Path
 
 from instep.impact.analysis import BEHAVIOUR, ImpactRequest, analyse
-from instep.impact.cache import ContentCache
-from instep.impact.indexing import diff_versions
-from instep.impact.sources import diff_snapshots, is_test_path, open_snapshot
+from instep.impact.upstream.release_diff import diff_versions
+from instep.impact.upstream.sources import diff_snapshots, is_test_path, open_snapshot
+from instep.pyindex.cache import ContentCache
 
 UP_OLD, UP_NEW = "torch==2.13.0", "torch==2.14.1"
 DOWN_OLD, DOWN_NEW = "torch-npu==2.13.0", "torch-npu==2.14.0"
@@ -61,7 +61,7 @@ class Enclosing:
         if path not in self.spans:
             index = self.diff.index(path, "old")
             if index is None:
-                from instep.impact.symbols import index_source
+                from instep.pyindex.symbols import index_source
 
                 try:
                     index = index_source(path, self.snapshot.read(path))

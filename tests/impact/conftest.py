@@ -40,7 +40,7 @@ def real_wheels(tmp_path_factory) -> dict[str, Path]:
         return found
     if os.environ.get("INSTEP_REALWORLD") != "1":
         pytest.skip("real wheels not available (set INSTEP_REALWORLD=1 or INSTEP_WHEELS)")
-    from instep.impact.sources.pip_spec import download_wheel
+    from instep.impact.upstream.sources.pip_spec import download_wheel
 
     cache = Path(os.environ.get("INSTEP_CACHE_DIR") or tmp_path_factory.mktemp("instep-cache"))
     return {key: download_wheel(spec, cache) for key, spec in SPECS.items()}

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from instep.impact.c_shims import declarations, is_shim_header, shim_key
-from instep.impact.sources import open_snapshot
-from instep.impact.symbols import index_source
+from instep.impact.upstream.c_shims import declarations, is_shim_header, shim_key
+from instep.impact.upstream.file_index import index_source
+from instep.impact.upstream.sources import open_snapshot
 
 from .gitrepo import impact_of_one_commit
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import time
 
-import instep.impact.cache as cache_module
-from instep.impact.cache import ContentCache
+import instep.pyindex.cache as cache_module
+from instep.pyindex.cache import ContentCache
 
 
 def _open(root, monkeypatch, digest: str) -> ContentCache:

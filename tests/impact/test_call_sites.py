@@ -11,8 +11,8 @@ import ast
 
 import pytest
 
-from instep.impact.coupling_index import index_downstream_file
-from instep.impact.signatures import call_problems, call_shape
+from instep.impact.downstream.coupling_index import index_downstream_file
+from instep.pyindex.signatures import call_problems, call_shape
 
 from .gitrepo import impact_of_one_commit
 

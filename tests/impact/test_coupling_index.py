@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from instep.impact.cache import ContentCache
-from instep.impact.coupling_index import index_downstream, index_downstream_file
+from instep.impact.downstream.coupling_index import index_downstream, index_downstream_file
 from instep.impact.model import CouplingKind
+from instep.pyindex.cache import ContentCache
 
 K = CouplingKind
 
@@ -360,7 +360,7 @@ def test_parallel_and_cache_agree(tree, tmp_path):
 
 
 def test_cached_indexes_of_other_analysis_code_are_not_reused(tree, tmp_path, monkeypatch):
-    import instep.impact.cache as cache_module
+    import instep.pyindex.cache as cache_module
 
     _, items = tree
     index_downstream(items, cache=ContentCache(tmp_path / "c", "down"), jobs=1)
@@ -416,13 +416,13 @@ def test_prefix_factored_name_scan_matches_the_plain_alternation():
     import random
     import re
 
-    from instep.impact.coupling_index import _trie_pattern
+    from instep.impact.downstream.pruning import trie_pattern
 
     rng = random.Random(7)
     words = ["torch", "to", "torch_npu", "aten", "V", "V.graph", "register", "register_x", "op"]
     noise = ["foo", "torchx", "_torch", "V.g", "regist", "ops", "xop"]
     text = " ".join(rng.choice(words + noise) for _ in range(5000))
-    trie = re.compile(r"\b" + _trie_pattern(words) + r"\b")
+    trie = re.compile(r"\b" + trie_pattern(words) + r"\b")
     plain = re.compile(r"\b(?:" + "|".join(map(re.escape, words)) + r")\b")
     assert [m.start() for m in trie.finditer(text)] == [m.start() for m in plain.finditer(text)]
     assert not trie.search("torchx _torch regist")

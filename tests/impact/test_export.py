@@ -10,18 +10,17 @@ import pytest
 
 from instep.errors import BadInput
 from instep.impact.export import render, write
+from instep.impact.join.verdicts import decide, judge_unit
 from instep.impact.model import (
     ChangeKind,
     CouplingKind,
     ImpactReport,
     Reference,
     Stage,
-    Symbol,
     SymbolChange,
-    SymbolKind,
     UpstreamChange,
 )
-from instep.impact.verdicts import decide, judge_unit
+from instep.pyindex.model import Symbol, SymbolKind
 
 PATH = "torch/_inductor/lowering.py"
 

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import textwrap
 
-from instep.impact.coupling_index import index_downstream_file
-from instep.impact.forks import (
+from instep.impact.downstream.coupling_index import index_downstream_file
+from instep.impact.downstream.forks import (
     find_forked_files,
     find_forked_functions,
     fingerprint,
     lines_fingerprint,
     similarity,
 )
-from instep.impact.model import CouplingKind, Symbol, SymbolKind
+from instep.impact.model import CouplingKind
+from instep.pyindex.model import Symbol, SymbolKind
 
 UP_OLD = textwrap.dedent(
     '''
@@ -147,8 +148,8 @@ def test_forked_file():
 
 def test_matching_over_processes_gives_the_serial_result_in_its_order():
     """Many downstream files: the pool matches contiguous runs of whole files, in forks."""
-    from instep.impact import forks
     from instep.impact.analysis import ImpactRequest, _Analysis
+    from instep.impact.downstream import forks
 
     files = []
     for k in range(1200):  # ~2,300 functions: above the pool's 2,000 threshold

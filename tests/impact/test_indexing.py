@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from instep.impact.indexing import diff_versions, index_many, symbol_cache
 from instep.impact.model import ChangeKind, Stage
-from instep.impact.symbol_diff import diff_files
-from instep.impact.symbols import index_source
+from instep.impact.upstream.release_diff import diff_versions, index_many, symbol_cache
+from instep.impact.upstream.symbol_diff import diff_files
+from instep.pyindex.symbols import index_source
 
 
 def _module(i: int, extra: str = "") -> bytes:
@@ -46,7 +46,7 @@ def test_cache_key_includes_the_path(tmp_path):
 
 
 def test_cache_entries_of_other_analysis_code_are_not_reused(tmp_path, monkeypatch):
-    import instep.impact.cache as cache_module
+    import instep.pyindex.cache as cache_module
 
     items = [("a/x.py", b"def f():\n    return 1\n")]
     cache = symbol_cache(tmp_path)
@@ -131,12 +131,12 @@ def test_default_jobs_follow_the_cpus_this_process_may_use():
     import subprocess
     import sys
 
-    from instep.impact.indexing import MAX_DEFAULT_JOBS, default_jobs
+    from instep.impact.upstream.release_diff import MAX_DEFAULT_JOBS, default_jobs
 
     usable = len(os.sched_getaffinity(0))
     assert default_jobs() == min(usable, MAX_DEFAULT_JOBS)
     one = next(iter(os.sched_getaffinity(0)))
-    code = "from instep.impact.indexing import default_jobs; print(default_jobs())"
+    code = "from instep.impact.upstream.release_diff import default_jobs; print(default_jobs())"
     out = subprocess.run(
         [sys.executable, "-c", code],
         preexec_fn=lambda: os.sched_setaffinity(0, {one}),

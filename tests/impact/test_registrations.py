@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from instep.impact.registrations import (
+from instep.pyindex.registrations import (
     item_assignment,
     op_key,
     registrations_of_call,
@@ -82,3 +82,48 @@ def test_tables_and_item_assignment():
     assert [r.key for r in item_assignment(node.targets[0], "x.py")] == ["aten.foo"]
     node = _first("other[aten.foo] = bar\n")
     assert item_assignment(node.targets[0], "x.py") == []
+
+
+def test_a_registrar_given_a_role_only_in_the_table_gets_that_role(monkeypatch):
+    """Registrar roles are data: a row added to registrars.toml with a ``role`` (and no
+    code) is recognised, carries the role, and stands in for upstream's registration of
+    the same op in that role."""
+    from importlib import resources
+
+    from instep.impact import analysis
+    from instep.impact.model import ChangeKind, CouplingKind, Reference, Stage, SymbolChange
+    from instep.pyindex import registrations
+    from instep.pyindex.model import Registration, Symbol, SymbolKind
+
+    shipped = (resources.files("instep.pyindex") / "data" / "registrars.toml").read_text()
+    assert "register_npu_lowering" not in shipped
+    row = '[registrars.register_npu_lowering]\nkey = "op"\nfrom = "first"\nrole = "lowering"\n'
+    text = shipped.replace("[tables]", row + "[tables]")
+    table = registrations.parse_registrars(text, "test registrars.toml")
+    monkeypatch.setattr(registrations, "_table", lambda: table)
+
+    assert registrations.role_of("register_npu_lowering") == "lowering"
+    assert registrations.role_of("register_lowering") == "lowering"
+    assert registrations.role_of("table:decompositions") == "decomposition"
+    assert registrations.role_of("register_kernel") is None
+    call = _first("register_npu_lowering(aten.add)\n").value
+    assert [(r.registrar, r.key) for r in registrations_of_call(call, "d.py")] == [
+        ("register_npu_lowering", "aten.add")
+    ]
+
+    up = Registration("register_lowering", "aten.add", None, "torch/_inductor/lowering.py", 3)
+    sym = Symbol(
+        "torch/_inductor/lowering.py", "add", SymbolKind.FUNCTION, 3, 4, registrations=(up,)
+    )
+    change = SymbolChange(
+        "torch/_inductor/lowering.py",
+        "add",
+        ChangeKind.BODY,
+        SymbolKind.FUNCTION,
+        Stage.INDUCTOR,
+        old=sym,
+        new=sym,
+    )
+    ref = Reference(CouplingKind.REGISTRATION, "op:aten.add", "d.py", 1, "register_npu_lowering")
+    assert analysis._same_registration(change, ref, "register_npu_lowering", None)
+    assert not analysis._same_registration(change, ref, "register_kernel", None)

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-import instep.impact.cache as cache_module
+import instep.pyindex.cache as cache_module
 from instep.impact import report_memo
 from instep.impact.analysis import ImpactRequest, analyse
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from instep.impact.signatures import incompatibilities, same_parameters
+from instep.pyindex.signatures import incompatibilities, same_parameters
 
 
 def test_new_keyword_only_parameter_breaks_old_fork():

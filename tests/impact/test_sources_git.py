@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from instep.errors import BadInput, MissingDependency, MissingInput
-from instep.impact.sources import (
+from instep.impact.upstream.sources import (
     GitRepo,
     GitSnapshot,
     TreeSnapshot,
@@ -17,7 +17,7 @@ from instep.impact.sources import (
     mark_reverts,
     read_message,
 )
-from instep.impact.sources import git_repo as git_repo_module
+from instep.impact.upstream.sources import git_repo as git_repo_module
 
 from .gitrepo import RepoBuilder
 
@@ -32,7 +32,7 @@ def warnings_logged(caplog, monkeypatch):
     """``caplog`` for the sources' warnings, also after a CLI test in this process has
     routed the ``instep`` logger to its own handler (``propagate = False``)."""
     monkeypatch.setattr(logging.getLogger("instep"), "propagate", True)
-    caplog.set_level(logging.WARNING, logger="instep.impact.sources")
+    caplog.set_level(logging.WARNING, logger="instep.impact.upstream.sources")
     return caplog
 
 

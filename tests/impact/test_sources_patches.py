@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from instep.errors import BadInput, MissingInput
-from instep.impact.sources import (
+from instep.impact.upstream.sources import (
     GitRepo,
     GitSnapshot,
     PatchedSnapshot,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from instep.errors import BadInput, MissingInput
-from instep.impact.sources import (
+from instep.impact.upstream.sources import (
     GitSnapshot,
     TreeSnapshot,
     WheelSnapshot,
@@ -19,7 +19,7 @@ from instep.impact.sources import (
     is_pip_requirement,
     open_snapshot,
 )
-from instep.impact.sources.pip_spec import cache_key
+from instep.impact.upstream.sources.pip_spec import cache_key
 
 from .gitrepo import RepoBuilder
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from instep.errors import BadInput, MissingInput
-from instep.impact.sources import (
+from instep.impact.upstream.sources import (
     DEFAULT_MAX_BYTES,
     TreeSnapshot,
     WheelSnapshot,
@@ -26,7 +26,7 @@ def warnings_logged(caplog, monkeypatch):
     """``caplog`` for the sources' warnings, also after a CLI test in this process has
     routed the ``instep`` logger to its own handler (``propagate = False``)."""
     monkeypatch.setattr(logging.getLogger("instep"), "propagate", True)
-    caplog.set_level(logging.WARNING, logger="instep.impact.sources")
+    caplog.set_level(logging.WARNING, logger="instep.impact.upstream.sources")
     return caplog
 
 

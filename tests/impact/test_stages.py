@@ -9,7 +9,7 @@ import pytest
 
 from instep.errors import BadInput
 from instep.impact.model import Stage
-from instep.impact.stages import StageMap, calibration_rows, default_table, stage_for
+from instep.impact.upstream.stages import StageMap, calibration_rows, default_table, stage_for
 
 GOLDEN = Path(__file__).resolve().parents[3] / "shared" / "golden" / "seed001_release_diff.jsonl"
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from instep.impact.model import ChangeKind, Stage, SymbolKind
-from instep.impact.symbol_diff import diff_files, diff_many, diff_sources
-from instep.impact.symbols import index_source
+from instep.impact.model import ChangeKind, Stage
+from instep.impact.upstream.symbol_diff import diff_files, diff_many, diff_sources
+from instep.pyindex.model import SymbolKind
+from instep.pyindex.symbols import index_source
 
 OLD = b'''"""Module docstring."""
 import torch

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from instep.impact.model import SymbolKind
-from instep.impact.symbols import (
+from instep.pyindex.model import SymbolKind
+from instep.pyindex.symbols import (
     ReuseStats,
     decode_source,
     index_against,

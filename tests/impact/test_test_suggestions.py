@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from instep.impact.join.test_suggestions import DownstreamTests, imported_names, suggested_tests
 from instep.impact.model import Action, Coupling, CouplingKind, Risk, Tristate, UpstreamChange
-from instep.impact.test_suggestions import DownstreamTests, imported_names, suggested_tests
 
 
 def test_imported_names_reads_every_import_form():

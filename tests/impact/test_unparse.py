@@ -1,4 +1,4 @@
-"""instep.impact.unparse must give exactly ast.unparse's text, on every shape."""
+"""instep.pyindex.unparse must give exactly ast.unparse's text, on every shape."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import typing
 
 import pytest
 
-from instep.impact.unparse import unparse
+from instep.pyindex.unparse import unparse
 
 TRICKY = """
 def f(a, b: int = 1, /, c: "x" = 'q', *args: int, d, e: list[int] | None = None, **kw: str): ...

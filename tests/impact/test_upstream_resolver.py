@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from instep.impact.call_paths import reached
-from instep.impact.symbols import index_source
-from instep.impact.upstream_resolver import UpstreamResolver
+from instep.impact.upstream.call_paths import reached
+from instep.impact.upstream.resolver import UpstreamResolver
+from instep.pyindex.symbols import index_source
 
 FILES = {
     "torch/__init__.py": b"",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from instep.impact.join.verdicts import decide, judge_unit, rules
 from instep.impact.model import (
     Action,
     ChangeKind,
@@ -11,14 +12,12 @@ from instep.impact.model import (
     Reference,
     Risk,
     Stage,
-    Symbol,
     SymbolChange,
-    SymbolKind,
     Tristate,
     UpstreamChange,
     VersionGate,
 )
-from instep.impact.verdicts import decide, judge_unit, rules
+from instep.pyindex.model import Symbol, SymbolKind
 
 PATH = "torch/_inductor/lowering.py"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import textwrap
 
-from instep.impact.version_gates import (
+from instep.impact.downstream.version_gates import (
     GateLookup,
     compat_debt,
     gate_spans,

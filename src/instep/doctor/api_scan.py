@@ -9,7 +9,7 @@ bound to ``torch._inductor.config``), ``patch("torch._x.y.name")`` targets and t
 the installed torch *without importing it*: :class:`InstalledTorch` finds the package with
 ``importlib.util.find_spec("torch")`` (top level only, which does not run
 ``torch/__init__``) and reads module sources through the upstream symbol index
-(:func:`instep.impact.symbols.index_tree`), following re-exports through its imports.
+(:func:`instep.pyindex.symbols.index_tree`), following re-exports through its imports.
 
 A name is ``missing`` only when the module that should hold it is fully known; a module
 with a star import of a compiled extension, a module-level ``__getattr__`` or writes to
@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from instep.errors import MissingDependency, MissingInput
-from instep.impact.model import SymbolKind
-from instep.impact.symbols import decode_source, index_tree
+from instep.pyindex.model import SymbolKind
+from instep.pyindex.symbols import decode_source, index_tree
 
 log = logging.getLogger(__name__)
 
@@ -247,10 +247,6 @@ class InstalledTorch:
             else:
                 self._resolved[dotted] = self._resolve("torch", parts[1:], set())
         return self._resolved[dotted]
-
-    def resolve_module(self, dotted: str) -> str | None:
-        """``dotted`` itself if it names a module of this torch (source or extension)."""
-        return dotted if self.module_kind(dotted) else None
 
     def _resolve(self, module: str, rest: list[str], seen: set[str]) -> Resolution:
         if not rest:

@@ -1,8 +1,9 @@
 """Upstream impact analysis: which upstream changes touch a downstream backend, and how.
 
-Flow, one module per step: ``sources`` (git range, wheels, trees, patches) ->
-``symbols`` (static index of a file) -> ``symbol_diff`` (SymbolChange) ->
-``coupling_index`` + ``forks`` (downstream References) -> ``verdicts`` (Coupling, Impact)
--> ``export`` (md, csv, json, html). ``analysis`` wires them together.
+Flow, one package per step: ``upstream`` (sources: git range, wheels, trees, patches ->
+symbol diff -> SymbolChange; the static index of a file is ``instep.pyindex``) ->
+``downstream`` (coupling index, forks, version gates -> References) -> ``join``
+(changes x references -> Coupling, verdicts -> Impact) -> ``export`` (md, csv, json,
+html). ``analysis`` wires them together; ``model`` holds the nouns.
 Static only: no analysed code is ever imported or executed.
 """

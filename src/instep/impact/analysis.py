@@ -26,9 +26,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from instep.errors import BadInput
-from instep.impact import call_paths
-from instep.impact.cache import ContentCache
-from instep.impact.indexing import default_jobs
+from instep.impact.join.test_suggestions import DownstreamTests, suggested_tests
+from instep.impact.join.verdicts import decide, judge_unit
 from instep.impact.model import (
     ChangeKind,
     Coupling,
@@ -37,37 +36,20 @@ from instep.impact.model import (
     ImpactReport,
     Reference,
     SymbolChange,
-    SymbolKind,
     UpstreamChange,
 )
 from instep.impact.no_gc import no_cyclic_gc
-from instep.impact.registrations import FALLBACK_CALLS, OVERRIDE_DECOMP
-from instep.impact.test_suggestions import DownstreamTests, suggested_tests
-from instep.impact.upstream_resolver import UpstreamResolver
-from instep.impact.verdicts import decide, judge_unit
+from instep.impact.upstream import call_paths
+from instep.impact.upstream.release_diff import default_jobs
+from instep.impact.upstream.resolver import UpstreamResolver
+from instep.pyindex.cache import ContentCache
+from instep.pyindex.model import SymbolKind
+from instep.pyindex.registrations import FALLBACK_CALLS, OVERRIDE_DECOMP, role_of
 
 T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
-# What a registration claims for its key: two registrations of one op only replace each
-# other (and only then are their signatures comparable) when the role and overload agree.
-REGISTRATION_ROLES = {
-    "register_lowering": "lowering",
-    "_register_lowering": "lowering",
-    "register_pointwise": "lowering",
-    "register_foreach_pointwise": "lowering",
-    "make_fallback": "lowering",
-    "make_reduction_fallback": "lowering",
-    "table:lowerings": "lowering",
-    "table:fallbacks": "lowering",
-    "register_decomposition": "decomposition",
-    "table:decompositions": "decomposition",
-    "register_meta": "meta",
-    "register_fake": "meta",
-    "register_op_impl": "meta",
-    "py_impl": "py_impl",
-}
 _OVERLOAD_RE = re.compile(r"\(\.(\w+)\)")
 MIN_FORK_SIMILARITY = 0.6  # below this only a same-named, non-dunder function counts
 
@@ -202,7 +184,7 @@ _ATTRIBUTE_NAMES = re.compile(r"(?<=[.\"'])\s*([A-Za-z_]\w*)")
 
 class _Analysis:
     def __init__(self, req: ImpactRequest) -> None:
-        from instep.impact import stages
+        from instep.impact.upstream import stages
 
         self.req = req
         self.mode = req.mode()
@@ -229,14 +211,14 @@ class _Analysis:
     def _excluded(self, path: str) -> bool:
         """Paths left out of the symbol diff: ``--exclude`` globs, and upstream tests
         (they are suggested tests, not symbols a backend depends on)."""
-        from instep.impact.sources import is_test_path
+        from instep.impact.upstream.sources import is_test_path
 
         return is_test_path(path) or any(fnmatch(path, pat) for pat in self.req.exclude)
 
     # upstream ------------------------------------------------------------------------
 
     def upstream_units(self) -> list[_RawUnit]:
-        from instep.impact import sources
+        from instep.impact.upstream import sources
 
         cache_dir = self.req.cache_dir or Path(".instep-cache")
         req = self.req
@@ -285,14 +267,14 @@ class _Analysis:
         ]
 
     def diff_units(self, raw: list[_RawUnit]) -> list[UpstreamChange]:
-        from instep.impact import symbol_diff
+        from instep.impact.upstream import symbol_diff
 
         pairs = [(f.path, f.old, f.new) for u in raw for f in u.files]
         self.new_indexes: dict[str, object] = {}
         self.texts: dict[object, tuple[bytes | None, bytes | None]] = {}
         per_unit: list[list[SymbolChange]] = []
         if self.mode == "release":
-            from instep.impact.indexing import diff_versions
+            from instep.impact.upstream.release_diff import diff_versions
 
             cache = ContentCache(self.cache_root, "symbols") if self.cache_root else None
             # with a cache the new indexes stay there until the resolver asks for one
@@ -308,7 +290,7 @@ class _Analysis:
                 per_unit.append(by_path.get(path, []))
         else:
             # a history: each file's versions chained, moves matched per commit/patch
-            from instep.impact import history_diff
+            from instep.impact.upstream import history_diff
 
             results = history_diff.diff_history(
                 pairs, self.stage_of, cache_root=self.cache_root, jobs=self.jobs
@@ -380,7 +362,7 @@ class _Analysis:
     # downstream ----------------------------------------------------------------------
 
     def _downstream_snapshot(self):
-        from instep.impact import sources
+        from instep.impact.upstream import sources
 
         if getattr(self, "down_snapshot", None) is None:
             cache_dir = self.req.cache_dir or Path(".instep-cache")
@@ -414,7 +396,7 @@ class _Analysis:
         )
 
     def downstream_index(self):
-        from instep.impact import coupling_index
+        from instep.impact.downstream import coupling_index
 
         snap = self._downstream_snapshot()
         items = [
@@ -429,7 +411,7 @@ class _Analysis:
 
     def _downstream_tests(self, snap) -> DownstreamTests:
         """The downstream's test files (not indexed), by what they import."""
-        from instep.impact.sources import is_test_path
+        from instep.impact.upstream.sources import is_test_path
 
         paths = [
             p
@@ -443,7 +425,7 @@ class _Analysis:
     # join ----------------------------------------------------------------------------
 
     def resolver(self) -> UpstreamResolver:
-        from instep.impact import symbols
+        from instep.impact.upstream import file_index
 
         cache = ContentCache(self.cache_root, "symbols-full") if self.cache_root else None
         known = self.new_indexes
@@ -457,13 +439,13 @@ class _Analysis:
             data = self.new.read(path)
             key = None
             if cache is not None:
-                from instep.impact.cache import content_hash
+                from instep.pyindex.cache import content_hash
 
                 key = content_hash(data) + ":" + path
                 hit = cache.get(key)
                 if hit is not None:
                     return hit
-            idx = symbols.index_source(path, data)
+            idx = file_index.index_source(path, data)
             if cache is not None and key is not None:
                 cache.put(key, idx)
             return idx
@@ -708,7 +690,7 @@ class _Analysis:
     def _start_fork_refs(self, units, down) -> Callable[[], list[Reference]]:
         """Start :meth:`_fork_refs` in a forked child when ``jobs`` > 1; the returned
         callable gives its result (computed here when no child can be forked)."""
-        from instep.impact import forks
+        from instep.impact.downstream import forks
 
         if self.jobs <= 1 or "fork" not in multiprocessing.get_all_start_methods():
             return lambda: self._fork_refs(units, down, forks)
@@ -749,7 +731,7 @@ class _Analysis:
         cache = ContentCache(self.cache_root, "forks") if self.cache_root else None
         key = None
         if cache is not None:
-            from instep.impact.cache import content_hash
+            from instep.pyindex.cache import content_hash
 
             parts = [
                 f"{s.ref}|{content_hash((o or '').encode())}|{content_hash((n or '').encode())}"
@@ -921,7 +903,7 @@ class _Analysis:
         return self._test_paths
 
     def _compat_debt(self, down) -> list[dict]:
-        from instep.impact import version_gates
+        from instep.impact.downstream import version_gates
 
         floor = self.req.min_supported or self.old_version
         if floor is None or self.new_version is None:
@@ -954,7 +936,7 @@ def _registration_parts(detail: str) -> tuple[str, str | None]:
 def _same_registration(c: SymbolChange, r: Reference, registrar: str, overload: str | None) -> bool:
     """Does the downstream registration (its ``registrar`` and ``overload``, from
     :func:`_registration_parts`) replace the upstream one (same role and overload)?"""
-    role = REGISTRATION_ROLES.get(registrar)
+    role = role_of(registrar)
     if role is None:
         return False
     key = r.target.removeprefix("op:")
@@ -962,7 +944,7 @@ def _same_registration(c: SymbolChange, r: Reference, registrar: str, overload: 
         if sym is None:
             continue
         for reg in sym.registrations:
-            same_role = REGISTRATION_ROLES.get(reg.registrar) == role
+            same_role = role_of(reg.registrar) == role
             if reg.key == key and same_role and reg.overload == overload:
                 return True
     return False
@@ -978,7 +960,7 @@ def _registration_interplay(
     c: SymbolChange, r: Reference, registrar: str, overload: str | None
 ) -> frozenset[str]:
     """Facts of an upstream registration change meeting a downstream registration of the
-    same key, beyond the roles (see data/verdict_rules.toml):
+    same key, beyond the roles (see join/verdict_rules.toml):
 
     * ``whole_upstream_table``: upstream added or removed a whole op table (a module-level
       dict/list/set of ops that is no known registry) that the downstream does not write;
@@ -1001,7 +983,7 @@ def _registration_interplay(
         and (old or new)
         and all(
             g.registrar.startswith("table:")
-            and g.registrar not in REGISTRATION_ROLES
+            and role_of(g.registrar) is None
             and g.registrar != registrar
             for g in (*old, *new)
         )
@@ -1010,12 +992,12 @@ def _registration_interplay(
 
     def decomposes(regs: list) -> bool:
         return any(
-            REGISTRATION_ROLES.get(g.registrar) == "decomposition"
+            role_of(g.registrar) == "decomposition"
             and (g.overload is None or overload is None or g.overload == overload)
             for g in regs
         )
 
-    lowers = REGISTRATION_ROLES.get(registrar) == "lowering"
+    lowers = role_of(registrar) == "lowering"
     if decomposes(new) and not decomposes(old):
         if registrar in FALLBACK_CALLS:
             if f"[{OVERRIDE_DECOMP}]" not in r.detail:
@@ -1048,7 +1030,7 @@ _FORK_JOB: tuple | None = None  # (analysis, units, downstream index) for the fo
 
 def _fork_refs_job() -> list[Reference]:
     """Body of the forked fork-detection child (state inherited through ``fork``)."""
-    from instep.impact import forks
+    from instep.impact.downstream import forks
 
     assert _FORK_JOB is not None, "started without fork"
     analysis, units, down = _FORK_JOB
@@ -1062,7 +1044,7 @@ _FORK_MATCH: tuple | None = None  # (downstream functions, upstream prints): mat
 
 def _forks_in_span(span: tuple[int, int]) -> list[Reference]:
     """Body of a matching worker: forks among the downstream functions ``span``."""
-    from instep.impact import forks
+    from instep.impact.downstream import forks
 
     assert _FORK_MATCH is not None, "started without fork"
     functions, upstream = _FORK_MATCH

@@ -1,7 +1,8 @@
 """The nouns of impact analysis, as typed dataclasses with enum kinds.
 
 Everything in ``instep.impact`` produces or consumes these: sources yield file pairs,
-the symbol index yields :class:`Symbol` tables, the symbol diff yields
+the symbol index (``instep.pyindex``, whose nouns ``Symbol``, ``SymbolKind`` and
+``Registration`` are shared with the doctor) yields symbol tables, the symbol diff yields
 :class:`SymbolChange`, the coupling index yields :class:`Reference`, the verdict rules
 join them into :class:`Coupling` and :class:`Impact`, exporters render them.
 Nothing here parses, diffs or decides; every class serialises itself (``as_dict``).
@@ -10,25 +11,12 @@ Nothing here parses, diffs or decides; every class serialises itself (``as_dict`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
-
-class _Vocab(str, Enum):
-    def __str__(self) -> str:
-        return self.value
+from instep.pyindex.model import Qualified, Symbol, SymbolKind, Vocab
 
 
-class SymbolKind(_Vocab):
-    FUNCTION = "function"  # module-level def
-    CLASS = "class"
-    METHOD = "method"  # def inside a class (qualname 'Class.method', nested classes too)
-    ASSIGNMENT = "assignment"  # module-level name = value (config values, op registries)
-    CLASS_ATTRIBUTE = "class_attribute"  # name = value in a class body
-    BLOCK = "block"  # module-level statement that is not a def/class/assignment
-
-
-class ChangeKind(_Vocab):
+class ChangeKind(Vocab):
     ADDED = "added"
     REMOVED = "removed"
     RENAMED = "renamed"  # same normalised body under another name (moved)
@@ -39,7 +27,7 @@ class ChangeKind(_Vocab):
     ANNOTATION = "annotation"  # parameter or return annotations changed: calls bind as before
 
 
-class Stage(_Vocab):
+class Stage(Vocab):
     DYNAMO = "Dynamo"
     AOT = "AOTAutograd"
     INDUCTOR = "Inductor"
@@ -50,7 +38,7 @@ class Stage(_Vocab):
     OTHER = "Other"
 
 
-class CouplingKind(_Vocab):
+class CouplingKind(Vocab):
     IMPORT_USE = "import_use"  # import of, or attribute use of, an upstream symbol
     SUBCLASS_OVERRIDE = "subclass_override"  # downstream class overrides an upstream method
     MONKEYPATCH = "monkeypatch"  # assignment / setattr onto an upstream module or class
@@ -61,7 +49,7 @@ class CouplingKind(_Vocab):
     C_SHIM = "c_shim"  # C/C++ shim name generated or loaded downstream (best effort)
 
 
-class _Ranked(_Vocab):
+class _Ranked(Vocab):
     """A vocabulary whose members are ordered by declaration (least severe first)."""
 
     @property
@@ -81,87 +69,14 @@ class Risk(_Ranked):
     HIGH = "high"
 
 
-class Tristate(_Vocab):
+class Tristate(Vocab):
     YES = "yes"
     NO = "no"
     UNSURE = "unsure"
 
 
-def module_of(path: str) -> str:
-    """'torch/_inductor/lowering.py' -> 'torch._inductor.lowering' (packages drop __init__)."""
-    mod = path[:-3] if path.endswith(".py") else path
-    mod = mod.replace("\\", "/").strip("/").replace("/", ".")
-    return mod[: -len(".__init__")] if mod.endswith(".__init__") else mod
-
-
 @dataclass(frozen=True)
-class Registration:
-    """A registration found in source: ``@register_lowering(aten.expand)`` and the like.
-
-    ``key`` is normalised so that upstream and downstream compare: ops as
-    ``aten.expand`` (overload kept separately in ``overload``), backends as
-    ``backend:inductor``, device overrides as ``device_op_overrides:npu``.
-    """
-
-    registrar: str  # 'register_lowering', 'make_fallback', 'register_decomposition', ...
-    key: str
-    overload: str | None
-    path: str
-    line: int
-    symbol: str | None = None  # qualname of the registered function, when there is one
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "registrar": self.registrar,
-            "key": self.key,
-            "overload": self.overload,
-            "at": f"{self.path}:{self.line}",
-            "symbol": self.symbol,
-        }
-
-
-class _Qualified:
-    """Names of a symbol found at ``path`` as ``qualname`` (mixed into Symbol, SymbolChange)."""
-
-    path: str
-    qualname: str
-
-    @property
-    def module(self) -> str:
-        return module_of(self.path)
-
-    @property
-    def dotted(self) -> str:
-        """'torch._inductor.lowering.expand'"""
-        return f"{self.module}.{self.qualname}"
-
-    @property
-    def ref(self) -> str:
-        """'torch/_inductor/lowering.py::expand'"""
-        return f"{self.path}::{self.qualname}"
-
-
-@dataclass(frozen=True)
-class Symbol(_Qualified):
-    """One definition in one version of one upstream (or downstream) file."""
-
-    path: str
-    qualname: str
-    kind: SymbolKind
-    line: int
-    end_line: int
-    signature: str | None = None  # 'x, sizes, implicit=False' (ast.unparse of the arguments)
-    body_hash: str = ""  # hash of the normalised body (no docstring/comments/formatting)
-    returns: str | None = None  # functions: the return annotation, unparsed
-    decorators: tuple[str, ...] = ()  # unparsed decorator expressions
-    bases: tuple[str, ...] = ()  # classes: unparsed base expressions
-    value: str | None = None  # assignments: unparsed value (truncated for huge literals)
-    calls: frozenset[str] = frozenset()  # names / attribute chains called in the body
-    registrations: tuple[Registration, ...] = ()
-
-
-@dataclass(frozen=True)
-class SymbolChange(_Qualified):
+class SymbolChange(Qualified):
     """How one upstream symbol changed between two versions."""
 
     path: str

@@ -23,11 +23,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from instep.impact.cache import ContentCache
+from instep.pyindex.cache import ContentCache
 
 if TYPE_CHECKING:
     from instep.impact.model import ImpactReport
-    from instep.impact.sources.snapshot import Snapshot
+    from instep.impact.upstream.sources.snapshot import Snapshot
 
 NAMESPACE = "reports-v1"
 

@@ -1,0 +1,353 @@
+"""Find forks: downstream files and functions that are modified copies of upstream ones.
+
+Two cheap fingerprints, no difflib:
+
+* a function :class:`Fingerprint` is the set of hashes of its normalised lines
+  (comments and all whitespace dropped, the def's own name replaced), so a renamed
+  copy, re-indented (nested) copy or re-spaced line still matches while an edited line
+  does not; computed from the file's line hashes, no per-token Python work;
+* a file's :class:`LinesFingerprint` is the set of hashes of its normalised non-trivial
+  lines; a downstream file is a fork of an upstream file when a large share of its lines
+  occur in it.
+
+Candidates are found through inverted indexes (gram -> upstream function, line ->
+upstream file), so the cost grows with the matches, not with the product of the sides.
+This module knows nothing about which upstream symbols changed; the caller passes them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import zlib
+from array import array
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+from itertools import chain, pairwise
+from typing import TYPE_CHECKING
+
+from instep.impact.model import CouplingKind, Reference
+from instep.pyindex.model import Symbol, module_of
+
+if TYPE_CHECKING:
+    from instep.impact.downstream.coupling_index import DownstreamFunction
+
+STOP_GRAM = 40  # a gram in more upstream functions than this is not used to find candidates
+SAME_NAME_FACTOR = 0.75  # a same-name copy needs only 3/4 of the threshold (0.45 for 0.6)
+assert array("I").itemsize == 4, "uint32 array needed for packed fingerprints"
+MIN_GRAMS = 8  # functions smaller than this are too generic to call a fork
+MIN_FILE_LINES = 15  # files with fewer distinct non-trivial lines are not compared
+MIN_LINE_CHARS = 12
+
+
+def _pack(values: Iterable[int]) -> bytes:
+    return array("I", sorted(set(values))).tobytes()
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """Gram hashes of a function's normalised logical lines (see :func:`line_grams`).
+
+    Stored packed (bytes of uint32) so that a cached index of a whole tree loads fast;
+    the set is built on first use.
+    """
+
+    packed: bytes
+    tokens: int  # non-trivial logical lines
+
+    @classmethod
+    def of(cls, grams: Iterable[int], tokens: int) -> Fingerprint:
+        return cls(_pack(grams), tokens)
+
+    @cached_property
+    def grams(self) -> frozenset[int]:
+        return frozenset(array("I", self.packed))
+
+    def __len__(self) -> int:
+        return len(self.packed) // 4
+
+
+@dataclass(frozen=True)
+class LinesFingerprint:
+    """Hashes of a file's normalised non-trivial lines (packed like :class:`Fingerprint`)."""
+
+    packed: bytes
+
+    @cached_property
+    def lines(self) -> frozenset[int]:
+        return frozenset(array("I", self.packed))
+
+    def __len__(self) -> int:
+        return len(self.packed) // 4
+
+
+_COMMENT = re.compile(r"#[^\n]*")
+_HSPACE = re.compile(r"[ \t\r\f\v]+")
+_DEF_NAME = re.compile(r"(?m)^([ \t]*(?:async[ \t]+)?def[ \t]+)\w+")
+MIN_FUNC_LINE_CHARS = 6
+_TRAILING_COMMA = re.compile(r",([)\]}])")
+_PIECE_SPLIT = re.compile(r"[()\[\]{},:=]+")
+
+
+def normalised_lines(source: str) -> list[str]:
+    """One entry per source line: comments and all whitespace removed, def names -> N.
+
+    Regex only (no Python loop per token): cheap enough for a whole tree. A '#' inside a
+    string also starts a "comment" here; both sides are normalised alike.
+    """
+    text = _HSPACE.sub("", _COMMENT.sub("", _DEF_NAME.sub(r"\1N", source)))
+    return text.split("\n")
+
+
+def logical_lines(lines: list[str]) -> list[str]:
+    """Each *logical* line's text, at the index of its first physical line.
+
+    Lines inside open brackets are joined first (and a trailing comma before a closing
+    bracket dropped), so a call exploded over several lines by a formatter hashes like
+    the one-line call. Continuation lines and trivial lines (``else:``, blank) get "".
+    """
+    out = [""] * len(lines)
+    depth = 0
+    start = 0
+    buf: list[str] = []
+    for i, line in enumerate(lines):
+        if not buf:
+            start = i
+        buf.append(line)
+        if "(" in line or ")" in line or "[" in line or "]" in line or "{" in line or "}" in line:
+            depth += (
+                line.count("(")
+                + line.count("[")
+                + line.count("{")
+                - line.count(")")
+                - line.count("]")
+                - line.count("}")
+            )
+        if depth > 0 and i - start < 200:
+            continue
+        depth = 0
+        text = buf[0] if len(buf) == 1 else _TRAILING_COMMA.sub(r"\1", "".join(buf))
+        buf = []
+        if len(text) >= MIN_FUNC_LINE_CHARS:
+            out[start] = text
+    return out
+
+
+def line_grams(lines: list[str]) -> list[tuple[int, ...]]:
+    """Per physical line, the grams of the logical line starting there (else empty).
+
+    A logical line is cut at brackets, commas and operators into pieces; a gram is the
+    hash of two consecutive pieces, so one edited argument changes a few grams, not the
+    whole line.
+    """
+    out: list[tuple[int, ...]] = []
+    for text in logical_lines(lines):
+        if not text:
+            out.append(())
+            continue
+        pieces = [p for p in _PIECE_SPLIT.split(text) if p]
+        if len(pieces) == 1:
+            out.append((zlib.crc32(text.encode()),))
+            continue
+        joined = map("\x1f".join, pairwise(pieces))
+        out.append(tuple(map(zlib.crc32, map(str.encode, joined))))
+    return out
+
+
+def fingerprint_of_lines(grams: list[tuple[int, ...]]) -> Fingerprint:
+    """Fingerprint of a span of :func:`line_grams` (a function's lines)."""
+    return Fingerprint.of(chain.from_iterable(grams), sum(1 for g in grams if g))
+
+
+def fingerprint(source: str) -> Fingerprint:
+    """Fingerprint of one function's (or any snippet's) source."""
+    return fingerprint_of_lines(line_grams(normalised_lines(source)))
+
+
+def body_hash_of_lines(lines: list[str]) -> str:
+    return hashlib.blake2b("\n".join(lines).encode(), digest_size=10).hexdigest()
+
+
+def body_hash(source: str) -> str:
+    """Hash of a body with comments and whitespace removed (names kept)."""
+    return body_hash_of_lines(normalised_lines(source))
+
+
+def similarity(a: Fingerprint, b: Fingerprint) -> float:
+    """Dice coefficient of the two gram sets (1.0 = same code modulo names/format)."""
+    if not a.grams or not b.grams:
+        return 0.0
+    inter = len(a.grams & b.grams)
+    return 2.0 * inter / (len(a.grams) + len(b.grams))
+
+
+def lines_fingerprint(text: str) -> LinesFingerprint:
+    """Hashes of the distinct normalised lines of a file (short/trivial lines dropped)."""
+    return lines_fingerprint_of(normalised_lines(text))
+
+
+def lines_fingerprint_of(lines: list[str]) -> LinesFingerprint:
+    return LinesFingerprint(
+        _pack(zlib.crc32(line.encode()) for line in lines if len(line) >= MIN_LINE_CHARS)
+    )
+
+
+def find_forked_functions(
+    functions: list[DownstreamFunction],
+    upstream: list[tuple[Symbol, str | Fingerprint | None, str | Fingerprint | None]],
+    threshold: float = 0.6,
+) -> list[Reference]:
+    """Downstream functions that are near-copies of an upstream function (any name).
+
+    ``upstream`` holds (symbol, old source, new source) -- sources may already be
+    fingerprints (computed in parallel by the caller); each downstream function gets at
+    most one FORK reference, to its best match, with the upstream version it matches best
+    ('old' on ties: the copy predates the change).
+    """
+    prints: list[tuple[Symbol, str, Fingerprint]] = []
+    for sym, old, new in upstream:
+        for version, src in (("old", old), ("new", new)):
+            if src:
+                fp = fingerprint(src) if isinstance(src, str) else src
+                if len(fp) >= MIN_GRAMS:
+                    prints.append((sym, version, fp))
+    if not prints:
+        return []
+    inverted: dict[int, list[int]] = defaultdict(list)
+    by_symbol: dict[int, list[int]] = defaultdict(list)
+    for idx, (sym, _, fp) in enumerate(prints):
+        by_symbol[id(sym)].append(idx)
+        for g in fp.grams:
+            inverted[g].append(idx)
+    # grams shared by many upstream functions (`return None`, `self.x = x`) find nothing
+    inverted = {g: c for g, c in inverted.items() if len(c) <= STOP_GRAM}
+    found: list[tuple[DownstreamFunction, Reference]] = []
+    for fn in functions:
+        fp = fn.fingerprint
+        if len(fp) < MIN_GRAMS:
+            continue
+        hits: Counter[int] = Counter()
+        for g in fp.grams:
+            cands = inverted.get(g)
+            if cands:
+                hits.update(cands)
+        if not hits:
+            continue
+        best: tuple[float, int, int] | None = None  # (sim, same-name, -idx)
+        for idx, _ in hits.most_common(8):
+            usym, _, ufp = prints[idx]
+            sim = similarity(fp, ufp)
+            same = usym.qualname.rsplit(".", 1)[-1] == fn.qualname.rsplit(".", 1)[-1]
+            if sim < (threshold * SAME_NAME_FACTOR if same else threshold):
+                continue
+            key = (round(sim, 6), int(same), -idx)
+            if best is None or key > best:
+                best = key
+        if best is None:
+            continue
+        usym, version, _ = prints[-best[2]]
+        # when both versions match equally, prefer 'old' (the copy predates the change)
+        sims = {prints[j][1]: similarity(fp, prints[j][2]) for j in by_symbol[id(usym)]}
+        if sims.get("old", -1) >= sims.get("new", -1):
+            version = "old" if "old" in sims else version
+        sim = max(sims.values())
+        found.append(
+            (
+                fn,
+                Reference(
+                    CouplingKind.FORK,
+                    usym.dotted,
+                    fn.path,
+                    fn.line,
+                    fn.snippet,
+                    detail=f"function: {sim:.0%} similar to {usym.ref} ({version})",
+                    owner=fn.qualname,
+                    signature=fn.signature,
+                    body_hash=fn.body_hash,
+                    similarity=round(sim, 3),
+                    matched_version=version,
+                ),
+            )
+        )
+    # a def that only matches because a nested def is the copy: keep the nested one
+    spans: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
+    for fn, r in found:
+        spans[(fn.path, r.target)].append((fn.line, fn.end_line))
+    out = []
+    for fn, r in found:
+        inner = [
+            (a, b)
+            for a, b in spans[(fn.path, r.target)]
+            if fn.line <= a and b <= fn.end_line and (a, b) != (fn.line, fn.end_line)
+        ]
+        if not inner:
+            out.append(r)
+    return out
+
+
+def fingerprint_pairs(
+    pairs: list[tuple[str | None, str | None]],
+) -> list[tuple[Fingerprint | None, Fingerprint | None]]:
+    """Fingerprints of (old, new) source pairs; a top-level function for process pools."""
+    return [(fingerprint(o) if o else None, fingerprint(n) if n else None) for o, n in pairs]
+
+
+def find_forked_files(
+    downstream: dict[str, LinesFingerprint],
+    upstream: dict[str, tuple[str | None, str | None]],
+    threshold: float = 0.3,
+) -> list[Reference]:
+    """Downstream files whose lines come largely from one upstream file.
+
+    Similarity is the share of the downstream file's distinct non-trivial lines found in
+    the upstream file; each downstream file is reported once, against its best match.
+    """
+    ufps: list[tuple[str, str, frozenset[int]]] = []
+    for path, (old, new) in upstream.items():
+        for version, text in (("old", old), ("new", new)):
+            if text:
+                ufps.append((path, version, lines_fingerprint(text).lines))
+    inverted: dict[int, list[int]] = defaultdict(list)
+    for idx, (_, _, lines) in enumerate(ufps):
+        for h in lines:
+            inverted[h].append(idx)
+    out: list[Reference] = []
+    for dpath, dfp in sorted(downstream.items()):
+        if len(dfp) < MIN_FILE_LINES:
+            continue
+        lines = dfp.lines
+        if len(lines) < MIN_FILE_LINES:
+            continue
+        hits: Counter[int] = Counter()
+        for h in lines:
+            cands = inverted.get(h)
+            if cands:
+                hits.update(cands)
+        if not hits:
+            continue
+        best = max(hits.items(), key=lambda kv: (kv[1], ufps[kv[0]][1] == "old"))
+        idx, n = best
+        sim = n / len(lines)
+        if sim < threshold:
+            continue
+        upath, version, _ = ufps[idx]
+        out.append(
+            Reference(
+                CouplingKind.FORK,
+                module_of(upath),
+                dpath,
+                1,
+                f"{dpath} ({len(lines)} distinct lines)",
+                detail=f"file: {sim:.0%} of its lines from {upath} ({version})",
+                similarity=round(sim, 3),
+                matched_version=version,
+            )
+        )
+    return out
+
+
+def fingerprints_of(functions: Iterable[DownstreamFunction]) -> dict[str, Fingerprint]:
+    """qualified 'path::qualname' -> fingerprint (for callers that cache or compare)."""
+    return {f"{f.path}::{f.qualname}": f.fingerprint for f in functions}

@@ -1,0 +1,193 @@
+"""Which statements of a downstream file are worth visiting: the lines that name an
+imported upstream name, a registrar or a keyword (a prefix-factored regex scan).
+
+:class:`HotLines` keeps the hot line numbers of the file being indexed and adds a name's
+lines when a new local alias of upstream is bound. Nothing here records a reference.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+
+from instep.impact.downstream import forks
+from instep.pyindex.registrations import item_assignment_tables, registrars
+
+# Words that make a statement worth visiting besides imported names.
+ALWAYS = frozenset({"setattr", "super", "torch", "aten", "prims", "aoti_torch_"})
+
+
+SIMPLE_STMTS = frozenset(
+    {
+        ast.Expr,
+        ast.Assign,
+        ast.AugAssign,
+        ast.AnnAssign,
+        ast.Return,
+        ast.Delete,
+        ast.Raise,
+        ast.Assert,
+        ast.Pass,
+        ast.Break,
+        ast.Continue,
+        ast.Global,
+        ast.Nonlocal,
+    }
+)
+
+
+def trie_pattern(words: Iterable[str]) -> str:
+    """A regex matching exactly ``words``, factored by common prefix.
+
+    ``re`` tries the branches of ``a|b|c`` one after another at every position; a
+    prefix-factored pattern rejects a position on its first character, which makes the
+    scan for a file's few hundred imported names several times faster.
+    """
+    trie: dict = {}
+    for word in words:
+        node = trie
+        for ch in word:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def build(node: dict) -> str:
+        branches = [re.escape(ch) + build(child) for ch, child in sorted(node.items()) if ch]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        if "" in node:
+            return f"(?:{body})?"
+        return body
+
+    return "(?:" + build(trie) + ")"
+
+
+@lru_cache(maxsize=8192)
+def word_pattern(name: str) -> re.Pattern:
+    if name == "aoti_torch_":  # a prefix, not a word
+        return re.compile(re.escape(name))
+    return re.compile(r"\b" + re.escape(name) + r"\b")
+
+
+TRY_STMTS = frozenset({ast.Try, getattr(ast, "TryStar", ast.Try)})
+
+
+BLOCK_STMTS = frozenset(
+    {
+        ast.If,
+        ast.For,
+        ast.AsyncFor,
+        ast.While,
+        ast.With,
+        ast.AsyncWith,
+        ast.Try,
+        ast.Match,
+        getattr(ast, "TryStar", ast.Try),
+    }
+)
+
+
+def statements(tree: ast.AST):
+    """Every statement of a module, nested bodies included (no expressions)."""
+    stack = list(getattr(tree, "body", []))
+    while stack:
+        node = stack.pop()
+        yield node
+        for f in ("body", "orelse", "finalbody"):
+            b = getattr(node, f, None)
+            if b and isinstance(b, list) and isinstance(b[0], ast.stmt):
+                stack.extend(b)
+        for h in getattr(node, "handlers", ()) or ():
+            stack.extend(h.body)
+        for c in getattr(node, "cases", ()) or ():
+            stack.extend(c.body)
+
+
+class HotLines:
+    """The hot lines of the file being indexed (state initialised by ``Scope``)."""
+
+    source: str
+    names: set[str]
+    hot: list[int]
+    _offsets: list[int] | None
+    setattr_lines: list[int]
+    spans: list[tuple[int, int]]
+    scopes: list
+
+    def is_up(self, dotted) -> bool:  # defined by Scope
+        raise NotImplementedError
+
+    def abs_module(self, node: ast.ImportFrom) -> str:  # defined by Scope
+        raise NotImplementedError
+
+    def prepare(self, tree: ast.Module, source: str) -> None:
+        """Find the lines worth visiting: those naming an imported name or a keyword."""
+        self.source = source
+        names = set(ALWAYS)
+        names.update(registrars())
+        names.update(item_assignment_tables())
+        for node in statements(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if self.is_up(a.name):
+                        names.add(a.asname or a.name.split(".", 1)[0])
+            elif isinstance(node, ast.ImportFrom) and self.is_up(self.abs_module(node)):
+                names.update(a.asname or a.name for a in node.names)
+        self.names = names
+        self.norm = forks.normalised_lines(source)
+        self.grams = forks.line_grams(self.norm)
+        self.hot = self._lines_of(names)
+        self.setattr_lines = self._lines_of({"setattr"}) if "setattr" in source else []
+
+    def _lines_of(self, names: Iterable[str], start: int = 1, end: int = 0) -> list[int]:
+        """Sorted numbers of the lines in [start, end] naming one of ``names`` (a word)."""
+        src = self.source
+        lo = self.offset(start)
+        hi = self.offset(end + 1) if end > 0 else len(src)
+        offs = self._offsets
+        assert offs is not None
+        present = sorted(n for n in names if n in src)
+        if not present:
+            return []
+        if len(present) == 1:
+            pat = word_pattern(present[0])
+        else:  # one scan for all names (a scan per name costs names x size)
+            words = trie_pattern([n for n in present if n != "aoti_torch_"])
+            pat = re.compile(
+                r"\b" + words + r"\b" + ("|aoti_torch_" if "aoti_torch_" in present else "")
+            )
+        return sorted({bisect.bisect_right(offs, m.start()) for m in pat.finditer(src, lo, hi)})
+
+    def offset(self, line: int) -> int:
+        """Character offset of the start of a 1-based line."""
+        if self._offsets is None:
+            offs = [0]
+            for text in self.source.split("\n"):
+                offs.append(offs[-1] + len(text) + 1)
+            self._offsets = offs
+        if line <= 1:
+            return 0
+        return self._offsets[min(line - 1, len(self._offsets) - 1)]
+
+    def add_name(self, name: str) -> None:
+        """A name newly bound to an upstream chain: its lines in the scope become hot."""
+        scope = self.scopes[-1][0]
+        if name in self.names or scope.get(f"<hot>{name}", "") is None:
+            return
+        if self.spans:
+            start, end = self.spans[-1]
+            scope[f"<hot>{name}"] = None
+        else:
+            self.names.add(name)
+            start, end = 1, 0
+        extra = self._lines_of([name], start, end)
+        if extra:
+            self.hot = sorted(set(self.hot).union(extra))
+
+    @staticmethod
+    def _touches(lines: list[int], start: int, end: int) -> bool:
+        i = bisect.bisect_left(lines, start)
+        return i < len(lines) and lines[i] <= end

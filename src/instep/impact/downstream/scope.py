@@ -1,0 +1,288 @@
+"""Scopes and names of the downstream file being indexed, with typed references.
+
+A name is bound to an absolute dotted name (``str``), to a def or class of the same file
+(:class:`Local`), or to nothing known (``None``); :meth:`Scope.resolve` turns a
+Name/Attribute chain into one of them. A call argument that the patch-helper analysis
+reads is an :class:`Arg`. :class:`Scope` also emits references (``ref``, ``use``,
+``pending_use``) and tracks how upstream callables are called. The recognisers of each
+coupling kind build on it (``imports``, ``definitions``, ``monkeypatches``,
+``registration_sites``, ``patch_helpers``, ``c_shim_names``); walking the tree is
+``coupling_index``'s. Nothing here visits nodes by itself.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, NamedTuple
+
+from instep.impact.downstream.handles import apply_handles, config_key
+from instep.impact.downstream.pruning import HotLines
+from instep.impact.model import CouplingKind, Reference
+from instep.impact.upstream.c_shims import shim_name_pattern
+from instep.pyindex.model import module_of
+from instep.pyindex.registrations import dotted_name
+from instep.pyindex.signatures import call_shape
+
+if TYPE_CHECKING:
+    from instep.impact.downstream.records import CallSite, DownstreamClass, DownstreamFunction
+
+MAX_CALL_SHAPES = 16  # distinct ways of calling one upstream callable judged per place
+SNIPPET_CHARS = 160
+
+
+class LocalKind(Enum):
+    DEF = "def"
+    CLASS = "class"
+
+
+class Local(NamedTuple):
+    """A name bound to a def or class of the file being indexed (``qualname`` may go on
+    into its attributes: ``C.m``), as opposed to an absolute dotted name (a ``str``)."""
+
+    kind: LocalKind
+    qualname: str
+
+
+#: What a name is bound to: an absolute dotted name, a local def/class, or unknown.
+Binding = str | Local | None
+
+
+class ArgKind(Enum):
+    UPSTREAM = "up"  # an upstream object (absolute dotted name)
+    DOWNSTREAM = "dn"  # a downstream object of another module (absolute dotted name)
+    LOCAL = "fn"  # a def or class of this file (a Local)
+    STRING = "str"  # a string constant
+
+
+class Arg(NamedTuple):
+    """What a call passes at one position or keyword, when it is statically known."""
+
+    kind: ArgKind
+    value: str | Local
+
+
+@dataclass(frozen=True)
+class HelperSpec:
+    """A downstream patch helper: ``setattr(<obj param>, <name param>, value)``."""
+
+    params: tuple[str, ...]
+    obj: str
+    name: str
+    value: str | None  # parameter holding the replacement; None: decorator factory
+    dotted_name: bool  # the name parameter is a dotted path below obj
+
+
+def line_snippet(lines: list[str], line: int) -> str:
+    if 0 < line <= len(lines):
+        s = lines[line - 1].strip()
+        return s if len(s) <= SNIPPET_CHARS else s[: SNIPPET_CHARS - 3] + "..."
+    return ""
+
+
+@dataclass
+class Frame:
+    """A function being visited: its bindings and what it does."""
+
+    qualname: str
+    params: tuple[str, ...]
+    derived: dict[str, set[str]] = field(default_factory=dict)  # local -> params it uses
+    upstream_calls: set[str] = field(default_factory=set)
+    super_calls: set[str] = field(default_factory=set)
+    helper: HelperSpec | None = None
+    returns: str | None = None  # upstream dotted it returns (`return inductor_lowering`)
+
+
+class Scope(HotLines):
+    """The state of one file's visit: scopes, frames, emitted references."""
+
+    def __init__(self, path: str, source: str, roots: tuple[str, ...]) -> None:
+        self.path = path
+        self.module = module_of(path)
+        self.package = self.module.split(".", 1)[0]
+        self.dn_imports: list[tuple[str, int, str | None]] = []  # downstream names imported
+        self.is_package = path.endswith("__init__.py")
+        self.lines = source.splitlines()
+        self.roots = frozenset(roots)
+        self.scopes: list[tuple[dict[str, Binding], bool]] = [({}, False)]
+        self.frames: list[Frame] = []
+        self.owner_stack: list[str] = []
+        self.refs: list[Reference] = []
+        self.pending: list[Reference] = []
+        self.seen_uses: set[tuple[str, str | None, CouplingKind]] = set()
+        self.seen_pending: set[tuple[str, str | None]] = set()
+        self.functions: list[DownstreamFunction] = []
+        self.classes: list[DownstreamClass] = []
+        self.helpers: dict[str, HelperSpec] = {}
+        self.returns: dict[str, str] = {}  # local def -> upstream module/object it returns
+        self.calls: list[CallSite] = []
+        self.local_patches: list[tuple[int, Local]] = []  # ref idx -> its local replacement
+        self.patch_values: list[tuple[int, str]] = []
+        self.skip_calls: set[int] = set()
+        self.decorator_calls: set[int] = set()
+        self.shim = shim_name_pattern()
+        self.spans: list[tuple[int, int]] = []  # line spans of the enclosing defs
+        self.full = 0  # > 0 inside a function that may be a patch helper: visit everything
+        self.names: set[str] = set()
+        self.hot: list[int] = []
+        self._offsets: list[int] | None = None
+        self.setattr_lines: list[int] = []
+        # how upstream callables are called: (target, owner) and (target, None) for the
+        # whole file -> distinct call shapes, or None once a non-call use was seen
+        self.call_uses: dict[tuple[str, str | None, bool], set[str] | None] = {}
+        self.called: set[int] = set()  # ids of the func nodes of calls
+        # type positions (annotations, except clauses, isinstance's class argument) name a
+        # class without calling or passing it on: not a use for the call check
+        self.in_type = 0
+        self.type_nodes: set[int] = set()
+
+    def is_up(self, dotted: str | Local | None) -> bool:
+        return type(dotted) is str and dotted.split(".", 1)[0] in self.roots
+
+    def is_own(self, dotted: str) -> bool:
+        return dotted.split(".", 1)[0] == self.package
+
+    def bind(self, name: str, value: Binding) -> None:
+        self.scopes[-1][0][name] = value
+
+    def lookup(self, name: str) -> Binding:
+        top = len(self.scopes) - 1
+        for i in range(top, -1, -1):
+            scope, is_class = self.scopes[i]
+            if is_class and i != top:
+                continue
+            if name in scope:
+                return scope[name]
+        return None
+
+    def resolve(self, node: ast.AST) -> tuple[str | Local | None, bool]:
+        """Absolute dotted name of a Name/Attribute chain, or the local def/class it goes
+        through (None: unknown); and whether a handle was applied."""
+        chain = dotted_name(node)
+        if chain is None:
+            return None, False
+        head, _, rest = chain.partition(".")
+        b = self.lookup(head)
+        if b is None:
+            return None, False
+        if type(b) is Local:
+            return (Local(b.kind, f"{b.qualname}.{rest}") if rest else b), False
+        full = b + "." + rest if rest else b
+        if self.is_up(full):
+            return apply_handles(full)
+        return full, False
+
+    def owner(self) -> str | None:
+        return ".".join(self.owner_stack) if self.owner_stack else None
+
+    def abs_module(self, node: ast.ImportFrom) -> str:
+        if not node.level:
+            return node.module or ""
+        base = self.module.split(".")
+        if not self.is_package:
+            base = base[:-1]
+        if node.level > 1:
+            base = base[: len(base) - (node.level - 1)]
+        return ".".join([*base, node.module] if node.module else base)
+
+    def ref(self, kind: CouplingKind, target: str, line: int, **kw) -> int:
+        self.refs.append(
+            Reference(
+                kind,
+                target,
+                self.path,
+                line,
+                line_snippet(self.lines, line),
+                owner=self.owner(),
+                **kw,
+            )
+        )
+        return len(self.refs) - 1
+
+    def use(self, target: str, line: int, *, write: bool = False) -> None:
+        if target.startswith("torch.ops."):
+            return
+        ck = config_key(target)
+        if ck is not None:
+            kind, tgt = CouplingKind.CONFIG, target
+            detail = "write" if write else "read"
+        else:
+            kind, tgt, detail = CouplingKind.IMPORT_USE, target, "use"
+        key = (tgt, self.owner(), kind)
+        if key in self.seen_uses and not write:
+            return
+        self.seen_uses.add(key)
+        self.ref(kind, tgt, line, detail=detail)
+
+    def pending_use(self, target: str, line: int) -> None:
+        key = (target, self.owner())
+        if key in self.seen_pending:
+            return
+        self.seen_pending.add(key)
+        self.pending.append(
+            Reference(
+                CouplingKind.IMPORT_USE,
+                target,
+                self.path,
+                line,
+                line_snippet(self.lines, line),
+                detail="use",
+                owner=self.owner(),
+            )
+        )
+
+    def note_use(self, target: str, node: ast.AST, call: ast.Call | None = None) -> None:
+        """Record how ``node`` uses ``target``: called (with ``call``'s shape), named in a
+        type position (no effect on calls), or otherwise (passed on: callers unknown)."""
+        if call is None and id(node) in self.called:
+            return  # its call recorded the shape
+        typed = call is None and (self.in_type > 0 or id(node) in self.type_nodes)
+        for key in ((target, self.owner(), False), (target, None, True)):
+            shapes = self.call_uses.setdefault(key, set())
+            if shapes is None or typed:
+                continue
+            if call is not None:
+                shapes.add(call_shape(call))
+            if call is None or len(shapes) > MAX_CALL_SHAPES:
+                self.call_uses[key] = None  # passed on, or too many ways to judge
+
+    def call_shapes_of(self, ref: Reference) -> tuple[str, ...] | None:
+        """The calls a use (its def) or an import line (the file) makes of its target."""
+        if ref.detail == "use":
+            shapes = self.call_uses.get((ref.target, ref.owner, False))
+            return None if shapes is None else tuple(sorted(shapes))
+        shapes = self.call_uses.get((ref.target, None, True), set())
+        return None if shapes is None else tuple(sorted(shapes))
+
+    def note_call(self, dotted: str) -> None:
+        if self.frames and self.is_up(dotted):
+            self.frames[-1].upstream_calls.add(dotted)
+
+    def deps(self, node: ast.AST) -> set[str]:
+        """Parameters (of the enclosing functions) an expression is computed from."""
+        out: set[str] = set()
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name):
+                for frame in reversed(self.frames):
+                    if n.id in frame.params:
+                        out.add(n.id)
+                        break
+                    if n.id in frame.derived:
+                        out |= frame.derived[n.id]
+                        break
+        return out
+
+    # walking the tree is the composed visitor's (coupling_index._Visitor)
+    def visit(self, node: ast.AST) -> None:
+        raise NotImplementedError
+
+    def visit_list(self, nodes: Iterable[ast.AST]) -> None:
+        raise NotImplementedError
+
+    def generic(self, node: ast.AST) -> None:
+        raise NotImplementedError
+
+    def type_position(self, node: ast.AST) -> None:
+        raise NotImplementedError

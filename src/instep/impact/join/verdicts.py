@@ -1,0 +1,322 @@
+"""Decide Check / Test / Shim for each coupling and for each unit, from documented rules.
+
+A coupling's verdict comes from the first rule of ``verdict_rules.toml`` (beside this module) whose
+conditions hold for facts computed here from the evidence (the downstream reference and
+the upstream change); the unit's verdict aggregates its couplings. Rationales are
+rendered from the rules' texts (English or Chinese). This module does not find
+couplings; :mod:`instep.impact.analysis` joins changes and references and calls it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+from instep.impact.model import (
+    Action,
+    ChangeKind,
+    Coupling,
+    CouplingKind,
+    Impact,
+    Reference,
+    Risk,
+    Stage,
+    SymbolChange,
+    Tristate,
+    UpstreamChange,
+)
+from instep.pyindex.model import SymbolKind
+from instep.pyindex.signatures import call_problems, incompatibilities, same_parameters
+from instep.tomlfile import parse_toml
+
+# Kinds whose downstream function is *called by upstream code* in place of upstream's own
+# (a fork is a copy the downstream calls itself: its signature only matters to it).
+REPLACING_KINDS = frozenset(
+    {
+        CouplingKind.SUBCLASS_OVERRIDE,
+        CouplingKind.MONKEYPATCH,
+        CouplingKind.REGISTRATION,
+    }
+)
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    kinds: frozenset[str]
+    changes: frozenset[str]
+    facts: frozenset[str]
+    not_facts: frozenset[str]
+    action: Action
+    risk: Risk
+    code_change: Tristate
+    text: dict[str, str]
+
+    def matches(self, kind: str, aspects: frozenset[str], facts: frozenset[str]) -> bool:
+        return (
+            (not self.kinds or kind in self.kinds)
+            and (not self.changes or bool(self.changes & aspects))
+            and self.facts <= facts
+            and not (self.not_facts & facts)
+        )
+
+
+@lru_cache(maxsize=1)
+def rules() -> tuple[Rule, ...]:
+    text = (resources.files("instep.impact.join") / "verdict_rules.toml").read_text("utf-8")
+    raw = parse_toml(text, "instep/impact/join/verdict_rules.toml")
+    out = []
+    for r in raw["rule"]:
+        out.append(
+            Rule(
+                id=r["id"],
+                kinds=frozenset(r.get("kinds", [])),
+                changes=frozenset(r.get("changes", [])),
+                facts=frozenset(r.get("facts", [])),
+                not_facts=frozenset(r.get("not_facts", [])),
+                action=Action(r["action"]),
+                risk=Risk(r["risk"]),
+                code_change=Tristate(r["code_change"]),
+                text={"en": r["en"], "zh": r["zh"]},
+            )
+        )
+    if not out or out[-1].kinds or out[-1].changes or out[-1].facts:
+        raise ValueError("verdict_rules.toml must end with an unconditional default rule")
+    return tuple(out)
+
+
+def _version_at_least(version: tuple[int, ...] | None, floor: tuple[int, ...]) -> bool:
+    return version is not None and version[: len(floor)] >= floor
+
+
+def facts_for(
+    change: SymbolChange,
+    ref: Reference,
+    kind: CouplingKind,
+    new_version: tuple[int, ...] | None,
+    extra: frozenset[str] = frozenset(),
+) -> tuple[frozenset[str], list[str]]:
+    """The facts that rules test, and the signature problems found (for the text)."""
+    facts = set(extra)
+    problems: list[str] = []
+    gate = ref.gate
+    if gate is not None:
+        if gate.kind in ("hasattr", "try_import"):
+            facts.add("guarded")
+        if gate.min_version and (
+            _version_at_least(new_version, gate.min_version)
+            or (new_version is None and gate.kind == "compat_comment")
+        ):
+            facts.add("gated_for_new")
+        if gate.max_version and _version_at_least(new_version, gate.max_version):
+            facts.add("old_only")
+    old_sig = change.old.signature if change.old is not None else None
+    new_sig = change.new.signature if change.new is not None else None
+    if change.aspects == {ChangeKind.ANNOTATION}:
+        facts.add("only_annotations")
+    if kind in REPLACING_KINDS and (ref.signature is not None or ref.body_hash is not None):
+        facts.add("has_replacement")
+        if ref.signature is not None and new_sig is not None:
+            method = change.symbol_kind is SymbolKind.METHOD
+            problems = incompatibilities(ref.signature, new_sig, method=method)
+            before = incompatibilities(ref.signature, old_sig, method=method) if old_sig else []
+            fresh = [p for p in problems if p not in before]
+            if fresh:
+                facts.add("incompatible")  # the change made the replacement stop fitting
+                problems = fresh
+            elif problems:
+                facts.add("incompatible_before")  # it did not fit the old signature either
+            if same_parameters(ref.signature, new_sig):
+                facts.add("same_as_new")
+    if (
+        kind is CouplingKind.IMPORT_USE
+        and "called_directly" in facts
+        and ref.call_shapes is not None
+        and ChangeKind.SIGNATURE in change.aspects
+    ):
+        fit, broken = _calls_against(change, ref.call_shapes)
+        if broken:
+            facts.add("call_breaks")
+            problems = broken
+        elif fit:
+            facts.add("calls_fit")
+    if ref.calls_original:
+        facts.add("calls_original")
+    if ref.matched_version == "old":
+        facts.add("fork_old")
+    elif ref.matched_version == "new":
+        facts.add("fork_new")
+    return frozenset(facts), problems
+
+
+def _calls_against(change: SymbolChange, shapes: tuple[str, ...]) -> tuple[bool, list[str]]:
+    """(every call binds to the new signature, why a call that bound to the old one does
+    not bind to the new). A call whose binding cannot be told (unpacked arguments) proves
+    nothing; nor, for a method, does one that did not bind to the old signature either
+    (``Cls.m(obj, ...)`` passes self: it would be miscounted)."""
+    if not shapes:
+        return True, []  # named, never called: no call to break
+    if change.symbol_kind not in (SymbolKind.FUNCTION, SymbolKind.METHOD):
+        return False, []  # a class's "signature" is its bases: calls go to its __init__
+    old = change.old.signature if change.old is not None else None
+    new = change.new.signature if change.new is not None else None
+    if old is None or new is None:
+        return False, []
+    method = change.symbol_kind is SymbolKind.METHOD
+    fit = True
+    for shape in shapes:
+        before = call_problems(shape, old, method=method)
+        after = call_problems(shape, new, method=method)
+        if before == [] and after:
+            return False, [f"a call there {p}" for p in after]
+        fit = fit and after == [] and (before == [] or not method)
+    return fit, []
+
+
+def decide(
+    change: SymbolChange,
+    ref: Reference,
+    *,
+    kind: CouplingKind | None = None,
+    new_version: tuple[int, ...] | None = None,
+    extra_facts: frozenset[str] = frozenset(),
+    chain: list[str] | None = None,
+    detail: str = "",
+) -> Coupling:
+    """The verdict for one coupling of ``change`` through the downstream place ``ref``."""
+    kind = kind or ref.kind
+    facts, problems = facts_for(change, ref, kind, new_version, extra_facts)
+    aspects = frozenset(str(a) for a in change.aspects)
+    rule = next(r for r in rules() if r.matches(str(kind), aspects, facts))
+    text = detail or ref.detail
+    if problems:
+        text = "; ".join([text, *problems]) if text else "; ".join(problems)
+    return Coupling(
+        kind=kind,
+        upstream=change.ref,
+        downstream=ref.at,
+        snippet=ref.snippet,
+        action=rule.action,
+        risk=rule.risk,
+        code_change=rule.code_change,
+        rule=rule.id,
+        chain=chain or [change.ref, ref.at],
+        detail=text,
+        already_adapted=rule.id.startswith("adapted."),
+        gate=ref.gate,
+        best_effort=ref.best_effort,
+        problems=list(problems),
+        owner=ref.owner,
+    )
+
+
+# --- unit level --------------------------------------------------------------------
+
+_TRI_ORDER = {Tristate.NO: 0, Tristate.UNSURE: 1, Tristate.YES: 2}
+
+
+def unit_stage(change: UpstreamChange, couplings: list[Coupling]) -> Stage:
+    top = max_action(couplings)
+    decisive = {c.upstream for c in couplings if c.action is top}
+    pool = [c.stage for c in change.changes if c.ref in decisive] or [
+        c.stage for c in change.changes
+    ]
+    return Counter(pool).most_common(1)[0][0] if pool else Stage.OTHER
+
+
+def max_action(couplings: list[Coupling]) -> Action:
+    return max((c.action for c in couplings), key=lambda a: a.rank, default=Action.CHECK)
+
+
+def judge_unit(
+    change: UpstreamChange,
+    couplings: list[Coupling],
+    *,
+    lang: str = "en",
+    suggested_tests: list[str] | None = None,
+) -> Impact:
+    """Aggregate couplings into one unit verdict with a rationale from the evidence."""
+    ordered = sorted(
+        couplings,
+        key=lambda c: (-c.action.rank, -c.risk.rank, c.upstream, c.downstream),
+    )
+    action = max_action(ordered)
+    if change.reverted_by and action is Action.TEST:
+        action = Action.CHECK  # a reverted change reaches nobody until it relands
+    risk = max((c.risk for c in ordered), key=lambda r: r.rank, default=Risk.LOW)
+    code = max((c.code_change for c in ordered), key=_TRI_ORDER.__getitem__, default=Tristate.NO)
+    test_needed = any(c.action is not Action.CHECK for c in ordered)
+    impact = Impact(
+        change=change,
+        action=action,
+        risk=risk,
+        code_change=code,
+        test_needed=test_needed,
+        stage=unit_stage(change, ordered),
+        couplings=ordered,
+        suggested_tests=list(suggested_tests or []),
+    )
+    impact.rationale = rationale(impact, lang)
+    return impact
+
+
+def coupling_text(c: Coupling, lang: str, change: SymbolChange | None) -> str:
+    rule = next(r for r in rules() if r.id == c.rule)
+    problem = "; ".join(c.problems) or c.detail
+    return rule.text[lang].format(
+        down=c.downstream,
+        up=c.upstream,
+        detail=(change.detail if change and change.detail else str(change.kind) if change else ""),
+        problem=problem,
+        gate=c.gate.condition if c.gate else "",
+    )
+
+
+_NONE = {
+    "en": (
+        "No coupling found: none of the {n} changed symbols ({sample}) is imported, "
+        "subclassed, patched, forked or registered for the same key by the downstream tree; "
+        "the change reaches the backend only through upstream code. Check."
+    ),
+    "zh": (
+        "未发现耦合：{n} 个变更符号（{sample}）在下游均无 import 引用、继承覆写、"
+        "monkey-patch、fork 或同键注册，改动仅经上游代码透明生效。Check。"
+    ),
+}
+_HEAD = {
+    "en": "{action}: {k} coupling(s) into the downstream tree ({kinds}). ",
+    "zh": "{action}：下游共 {k} 处耦合（{kinds}）。",
+}
+_MORE = {"en": " (+{n} more couplings)", "zh": "（另有 {n} 处耦合）"}
+_REVERTED = {
+    "en": " The change was reverted by {by}; it matters again if it relands.",
+    "zh": " 该改动已被 {by} 回退，重新合入时需再评估。",
+}
+
+
+def rationale(impact: Impact, lang: str = "en", shown: int = 3) -> str:
+    lang = lang if lang in ("en", "zh") else "en"
+    ch = impact.change
+    by_ref = {c.ref: c for c in ch.changes}
+    if not impact.couplings:
+        names = [c.qualname for c in ch.changes]
+        sample = ", ".join(names[:5]) + (" …" if len(names) > 5 else "")
+        text = _NONE[lang].format(n=len(names), sample=sample)
+    else:
+        text = _HEAD[lang].format(
+            action=impact.action, k=len(impact.couplings), kinds=", ".join(impact.coupling_kinds)
+        )
+        sep = " " if lang == "en" else ""
+        text += sep.join(
+            coupling_text(c, lang, by_ref.get(c.upstream)) for c in impact.couplings[:shown]
+        )
+        if len(impact.couplings) > shown:
+            text += _MORE[lang].format(n=len(impact.couplings) - shown)
+    if ch.reverted_by:
+        text += _REVERTED[lang].format(by=ch.reverted_by)
+    return text
+
+
+ALL_ASPECTS = frozenset(k.value for k in ChangeKind)

@@ -1,0 +1,287 @@
+"""One version of a tree of Python files, read-only, and the diff of two such versions.
+
+A :class:`Snapshot` answers three questions about one version: which source files it
+holds (``*.py``, and the upstream C shim headers of ``c_shims``; sorted relative posix
+paths), a content identity for each (``digest``) and the
+bytes of each (``read``). :class:`TreeSnapshot` reads a directory; wheels, git revisions
+and patched snapshots live in their own modules. :func:`diff_snapshots` compares two
+snapshots by digest first, so unchanged files are never read when both sides use the
+same digest scheme.
+
+Digests carry their scheme as a prefix: ``sha256=<urlsafe b64>`` (the wheel RECORD
+form, also computed for trees and patched files) or ``git:<blob id>``. Two digests of
+the same scheme are equal exactly when the contents are; digests of different schemes
+say nothing, and the diff then compares bytes.
+
+Nothing here parses Python, imports analysed code or follows anything outside the tree
+except symlinks that point out of it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from instep.errors import BadInput, MissingInput
+from instep.impact.upstream.c_shims import is_shim_header
+
+log = logging.getLogger(__name__)
+
+#: Files larger than this are skipped (with a warning naming them) unless a caller says
+#: otherwise. The largest hand-written torch file is well under 1 MiB.
+DEFAULT_MAX_BYTES = 8 * 1024 * 1024
+#: A NUL byte in this many leading bytes marks a file as binary.
+BINARY_PROBE_BYTES = 8192
+#: Directories a tree walk never enters (version control, byte-code caches).
+SKIPPED_DIR_NAMES = frozenset({"__pycache__", ".git", ".hg", ".svn", ".tox", ".nox"})
+
+
+@runtime_checkable
+class Snapshot(Protocol):
+    """One version of a tree of Python files, read-only."""
+
+    label: str
+
+    def paths(self) -> list[str]:
+        """Sorted relative posix paths of the source files (``*.py``, C shim headers)."""
+        ...
+
+    def digest(self, path: str) -> str:
+        """Content identity of ``path``, prefixed by its scheme; cheap where possible."""
+        ...
+
+    def read(self, path: str) -> bytes:
+        """The bytes of ``path`` (a ``KeyError`` for a path not in :meth:`paths`)."""
+        ...
+
+
+@dataclass
+class FileChange:
+    """One changed Python file between two versions."""
+
+    path: str
+    old: bytes | None  # None: added
+    new: bytes | None  # None: removed
+    old_path: str | None = None  # set when git reports a rename (or a patch renames)
+
+    @property
+    def status(self) -> str:
+        if self.old is None:
+            return "added"
+        if self.new is None:
+            return "removed"
+        return "renamed" if self.old_path and self.old_path != self.path else "modified"
+
+
+def sha256_digest(data: bytes) -> str:
+    """The wheel RECORD form of a content hash: ``sha256=<urlsafe b64, no padding>``."""
+    raw = hashlib.sha256(data).digest()
+    return "sha256=" + base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def digest_scheme(digest: str) -> str:
+    return digest.split("=", 1)[0] if digest.startswith("sha256=") else digest.split(":", 1)[0]
+
+
+def is_binary(data: bytes) -> bool:
+    """True when a NUL byte occurs in the first :data:`BINARY_PROBE_BYTES` bytes."""
+    return b"\0" in data[:BINARY_PROBE_BYTES]
+
+
+def is_source_path(path: str) -> bool:
+    """A file instep reads from a snapshot: Python, or an upstream C shim header."""
+    return path.endswith(".py") or is_shim_header(path)
+
+
+class TreeSnapshot:
+    """The source files (``*.py``, C shim headers) under a directory.
+
+    Symlinked files are read through. Symlinked directories are followed unless they
+    lead to a directory already in the walk (a loop pointing up the tree, or a second
+    name for a sibling): those are skipped with a warning, so nothing hangs and no file
+    is listed twice. Binary files and files over ``max_bytes`` are skipped with a
+    warning naming them. Hidden directories, ``__pycache__`` and VCS folders are not
+    entered. Contents are returned as bytes (any encoding is fine here).
+    """
+
+    def __init__(
+        self, root: Path, label: str | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES
+    ) -> None:
+        root = Path(root).expanduser()
+        if not root.exists():
+            raise MissingInput(f"source tree does not exist: {root}")
+        if not root.is_dir():
+            raise BadInput(f"source tree is not a directory: {root}")
+        self.root = root
+        self.label = label if label is not None else str(root)
+        self.max_bytes = max_bytes
+        self._files: dict[str, Path] | None = None
+        self._digests: dict[str, str] = {}
+
+    def __repr__(self) -> str:
+        return f"TreeSnapshot({self.label!r})"
+
+    # -- Snapshot ------------------------------------------------------------------
+    def paths(self) -> list[str]:
+        return sorted(self._scan())
+
+    def digest(self, path: str) -> str:
+        found = self._digests.get(path)
+        if found is None:
+            found = self._digests[path] = sha256_digest(self.read(path))
+        return found
+
+    def read(self, path: str) -> bytes:
+        file = self._scan()[path]
+        try:
+            return file.read_bytes()
+        except OSError as exc:
+            raise MissingInput(f"cannot read {file}: {exc.strerror or exc}") from None
+
+    def close(self) -> None:
+        """Nothing to release; here so every snapshot can be closed the same way."""
+
+    def __enter__(self) -> TreeSnapshot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the walk ------------------------------------------------------------------
+    def _scan(self) -> dict[str, Path]:
+        if self._files is None:
+            self._files = self._walk()
+        return self._files
+
+    def _walk(self) -> dict[str, Path]:
+        files: dict[str, Path] = {}
+        root_stat = self.root.stat()
+        visited = {(root_stat.st_dev, root_stat.st_ino)}
+        # Real directories are walked first and symlinked ones afterwards, so that a
+        # directory reachable both ways is listed under its real name.
+        real_dirs: list[tuple[Path, str]] = [(self.root, "")]
+        linked_dirs: list[tuple[Path, str]] = []
+        while real_dirs or linked_dirs:
+            if real_dirs:
+                directory, rel = real_dirs.pop()
+            else:
+                directory, rel = linked_dirs.pop(0)
+                try:
+                    st = directory.stat()
+                except OSError as exc:
+                    log.warning("skipping symlinked directory %s: %s", directory, exc)
+                    continue
+                key = (st.st_dev, st.st_ino)
+                if key in visited:
+                    log.warning(
+                        "skipping symlinked directory %s: it leads to %s, already in the tree "
+                        "(a loop or a second name)",
+                        directory,
+                        os.path.realpath(directory),
+                    )
+                    continue
+                visited.add(key)
+            try:
+                entries = sorted(os.scandir(directory), key=lambda e: e.name)
+            except OSError as exc:
+                log.warning("skipping unreadable directory %s: %s", directory, exc)
+                continue
+            for entry in entries:
+                child_rel = f"{rel}{entry.name}"
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if entry.name in SKIPPED_DIR_NAMES or entry.name.startswith("."):
+                            continue
+                        st = entry.stat(follow_symlinks=False)
+                        visited.add((st.st_dev, st.st_ino))
+                        real_dirs.append((Path(entry.path), child_rel + "/"))
+                        continue
+                    if entry.is_symlink() and entry.is_dir(follow_symlinks=True):
+                        if not (entry.name in SKIPPED_DIR_NAMES or entry.name.startswith(".")):
+                            linked_dirs.append((Path(entry.path), child_rel + "/"))
+                        continue
+                except OSError as exc:
+                    log.warning("skipping %s: %s", entry.path, exc)
+                    continue
+                if not is_source_path(child_rel):
+                    continue
+                if self._accept_file(Path(entry.path)):
+                    files[child_rel] = Path(entry.path)
+        return files
+
+    def _accept_file(self, file: Path) -> bool:
+        try:
+            st = file.stat()  # follows a symlinked file
+        except OSError as exc:
+            log.warning("skipping %s: %s", file, exc.strerror or exc)
+            return False
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        if st.st_size > self.max_bytes:
+            log.warning(
+                "skipping %s: %d bytes is over the %d-byte limit", file, st.st_size, self.max_bytes
+            )
+            return False
+        try:
+            with open(file, "rb") as fh:
+                head = fh.read(BINARY_PROBE_BYTES)
+        except OSError as exc:
+            log.warning("skipping %s: %s", file, exc.strerror or exc)
+            return False
+        if is_binary(head):
+            log.warning("skipping %s: binary content (NUL byte) in a source file", file)
+            return False
+        return True
+
+
+def same_content(old: Snapshot, new: Snapshot, path: str, old_path: str | None = None) -> bool:
+    """Whether ``old[old_path or path]`` and ``new[path]`` hold the same bytes.
+
+    Digests decide when both use one scheme; otherwise the bytes are compared.
+    """
+    a, b = old.digest(old_path or path), new.digest(path)
+    if digest_scheme(a) == digest_scheme(b):
+        return a == b
+    return old.read(old_path or path) == new.read(path)
+
+
+def diff_snapshots(old: Snapshot, new: Snapshot) -> list[FileChange]:
+    """The source files added, removed or modified from ``old`` to ``new``, by path.
+
+    Unchanged files are recognised by digest and not read when both snapshots share a
+    digest scheme (two wheels with RECORDs, two git revisions, two trees). Files whose
+    content turns out binary are skipped with a warning. No rename detection: a moved
+    file is one removal and one addition.
+    """
+    old_paths = set(old.paths())
+    new_paths = set(new.paths())
+    changes: list[FileChange] = []
+    for path in sorted(old_paths | new_paths):
+        if path in old_paths and path in new_paths:
+            if same_content(old, new, path):
+                continue
+            change = FileChange(path, old.read(path), new.read(path))
+        elif path in new_paths:
+            change = FileChange(path, None, new.read(path))
+        else:
+            change = FileChange(path, old.read(path), None)
+        if binary_side(change):
+            log.warning(
+                "skipping %s (%s -> %s): binary content in a source file",
+                path,
+                old.label,
+                new.label,
+            )
+            continue
+        changes.append(change)
+    return changes
+
+
+def binary_side(change: FileChange) -> bool:
+    return any(data is not None and is_binary(data) for data in (change.old, change.new))

@@ -1,0 +1,138 @@
+"""A content-addressed cache for per-file analysis results (symbol and coupling indexes).
+
+Entries live under ``root/namespace/generation/ab/abcdef...``: the namespace carries a
+format version, and the generation is a digest of instep's version and its analysis code
+and data (:func:`analysis_code_digest`), so neither a change of an index's shape nor an
+upgrade of instep reads stale entries. Each namespace keeps the current generation and
+the most recently used other one (switching between two installs does not start cold
+every time); older ones are deleted the first time a process opens the namespace. Writes
+are atomic (temp file + rename), so a killed process leaves no half-written entry. A
+corrupt or unreadable entry is treated as a miss. This module knows nothing about what
+it stores.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import pickle
+import shutil
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+GENERATION_CHARS = 16
+KEEP_OTHER_GENERATIONS = 1
+
+
+def content_hash(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=20).hexdigest()
+
+
+@lru_cache(maxsize=1)
+def analysis_code_digest() -> str:
+    """Digest of instep's version and the analysis code and data (``instep/impact`` and
+    ``instep/pyindex``): the cache generation, so results from other code are never reused."""
+    import instep
+
+    h = hashlib.blake2b(digest_size=20)
+    h.update(str(getattr(instep, "__version__", "")).encode())
+    package = Path(instep.__file__).parent
+    for root in (package / "impact", package / "pyindex"):
+        for path in sorted(root.rglob("*")):
+            if path.suffix in (".py", ".toml", ".json", ".j2") and path.is_file():
+                h.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+_pruned: set[Path] = set()
+
+
+def prune_generations(namespace_dir: Path, current: str) -> list[Path]:
+    """Delete the generations of ``namespace_dir`` other than ``current`` and the most
+    recently used other one, and entries of the layout before generations; once per
+    process and directory. Returns what was deleted. Never raises."""
+    if namespace_dir in _pruned:
+        return []
+    _pruned.add(namespace_dir)
+    try:
+        children = [p for p in namespace_dir.iterdir() if p.is_dir() and p.name != current]
+    except OSError:
+        return []
+    generations = [p for p in children if len(p.name) == GENERATION_CHARS]
+    legacy = [p for p in children if len(p.name) != GENERATION_CHARS]  # 'ab/' key dirs
+    generations.sort(key=lambda p: _mtime(p), reverse=True)
+    doomed = generations[KEEP_OTHER_GENERATIONS:] + legacy
+    for path in doomed:
+        shutil.rmtree(path, ignore_errors=True)
+    if doomed:
+        log.debug("analysis cache %s: removed %d stale generations", namespace_dir, len(doomed))
+    return doomed
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+class ContentCache:
+    """Pickled values under ``root/namespace/generation/ab/abcdef...``; ``root=None``
+    disables it."""
+
+    def __init__(self, root: Path | None, namespace: str) -> None:
+        self.dir = None
+        if root is not None:
+            generation = analysis_code_digest()[:GENERATION_CHARS]
+            prune_generations(root / namespace, generation)
+            self.dir = root / namespace / generation
+            _touch(self.dir)  # its mtime says when it was last used
+        self.hits = 0
+        self.misses = 0
+
+    def _path(self, key: str) -> Path:
+        assert self.dir is not None
+        return self.dir / key[:2] / key
+
+    def get(self, key: str) -> Any | None:
+        if self.dir is None:
+            self.misses += 1
+            return None
+        try:
+            with open(self._path(key), "rb") as fh:
+                value = pickle.load(fh)
+        except FileNotFoundError:
+            self.misses += 1
+            return None
+        except Exception as exc:  # corrupt entry: recompute
+            log.debug("cache entry %s unreadable (%s); recomputing", key, exc)
+            self.misses += 1
+            return None
+        self.hits += 1
+        return value
+
+    def put(self, key: str, value: Any) -> None:
+        if self.dir is None:
+            return
+        path = self._path(key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            with os.fdopen(fd, "wb") as fh:
+                pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, path)
+        except OSError as exc:  # a full or read-only disk must not fail the analysis
+            log.warning("cannot write analysis cache %s: %s", path.parent, exc)
+
+
+def _touch(directory: Path) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        os.utime(directory)
+    except OSError:
+        pass
