@@ -52,12 +52,9 @@ def run_downstream(
 
 
 def failures(root: Path, name: str) -> list[dict]:
-    store = Store(str(root / "store.db"))
-    try:
+    with Store(str(root / "store.db")) as store:
         run = store.get_run(name)
         rows = [outcome_dict(o) for o in store.outcomes(run.id)]
-    finally:
-        store.close()
     return [r for r in rows if r["status"] not in ("passed", "skipped")]
 
 

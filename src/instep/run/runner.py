@@ -16,10 +16,8 @@ reporter's job.
 
 from __future__ import annotations
 
-import getpass
 import logging
 import os
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -31,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from instep.doctor.version_matrix import read_version_matrix
 from instep.errors import BadInput, InstepError, MissingDependency
+from instep.inductor_cache import CACHE_VARIABLES, cache_state, inductor_cache
 from instep.outcome import FAILING, MANIFESTATIONS
 from instep.profiles import Profile
 from instep.run.exception_chain import module_from_path
@@ -153,16 +152,6 @@ def check_preimport(modules: list[str], profile: Profile) -> None:
 
 #: torch.testing's switch: device-type test classes for these devices only.
 ONLY_FOR = "PYTORCH_TESTING_DEVICE_ONLY_FOR"
-#: Where Inductor and Triton keep compiled artifacts; a caller's value is never replaced.
-CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
-
-
-def inductor_cache(env: dict[str, str]) -> Path:
-    """The Inductor cache directory the cases will use, as torch chooses it."""
-    if env.get("TORCHINDUCTOR_CACHE_DIR"):
-        return Path(env["TORCHINDUCTOR_CACHE_DIR"])
-    user = getpass.getuser().replace("\\", "_")  # torch._inductor.runtime.cache_dir_utils
-    return Path(tempfile.gettempdir()) / f"torchinductor_{user}"
 
 
 def _run_env(profile: Profile, settings: dict[str, Any], opts: RunOptions) -> dict[str, str]:
@@ -386,13 +375,13 @@ def _execute(
 ) -> RunResult:
     reporter.run_started(run, resumed=resume is not None)
     env = _run_env(profile, settings, opts)
-    matrix_thread = _start_version_matrix(
-        store, run, profile, getattr(pool, "version_matrix", None), _cache_state(env)
-    )
+    cases_env = {**os.environ, **env}  # what a case process sees
+    matrix = getattr(pool, "version_matrix", None)
+    matrix_thread = _start_version_matrix(store, run, profile, matrix, cache_state(cases_env))
     files = {n: f for n, f, _ in plan}
     status = "finished"
     reruns = int(settings.get("reruns", 0))
-    classifier = make_classifier(profile, (str(inductor_cache(env)),))
+    classifier = make_classifier(profile, (str(inductor_cache(cases_env)),))
     try:
         with pool:
             planned = resume is not None
@@ -467,18 +456,6 @@ def _execute(
     result = RunResult(run, counts, total, code, time.monotonic() - began, status, hosts)
     reporter.run_finished(result)
     return result
-
-
-def _cache_state(env: dict[str, str]) -> dict[str, Any]:
-    """Which Inductor cache the run uses and whether it was empty when the run started:
-    a figure from a warm cache and one from a cold cache are not the same figure."""
-    merged = {**os.environ, **env}
-    cache = inductor_cache(merged)
-    try:
-        empty = not any(cache.iterdir())
-    except OSError:
-        empty = True  # not there yet: torch creates it
-    return {"inductor_cache_dir": str(cache), "inductor_cache_empty_at_start": empty}
 
 
 def _start_version_matrix(
