@@ -131,3 +131,50 @@ def test_bad_reports_are_one_line_errors(tmp_path):
     (tmp_path / "other.json").write_text(json.dumps({"runs": []}))
     with pytest.raises(BadInput, match="no 'units' list"):
         ImpactReport.load(tmp_path / "other.json")
+
+
+def test_the_loop_in_three_commands(loop):
+    """`instep run --impact` runs the tests the report suggests for its Shim units and
+    records which unit chose each file; `instep triage --impact` names, per batch, the
+    commit behind it and stores each case's culprits."""
+    root, report_path = loop
+    ran = run_downstream(root, "v2", "loop", "--impact", str(report_path), "--action", "Shim")
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    assert "--impact: 4 test files for 4 units" in ran.stderr
+    with Store(str(root / "store.db")) as store:
+        run = store.get_run("loop")
+        cases = {o.case for o in store.outcome_records(run.id)}
+        chose = run.settings["impact"]["units_of"]
+    assert cases == set(EXPECTED)  # test_add.py is coupled to no Shim unit: not run
+    prs = {u["id"]: u["pr"] for u in json.loads(report_path.read_text())["units"]}
+    assert {f: [prs[u] for u in us] for f, us in chose.items()} == {
+        case.split("::")[0]: [pr] for case, pr in EXPECTED.items()
+    }
+
+    env = {**os.environ, "COLUMNS": "250"}
+    cmd = [sys.executable, "-m", "instep", "triage", "loop", "--impact", str(report_path)]
+    cmd += ["--db", str(root / "store.db")]
+    shown = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=root, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert "likely upstream causes" in shown.stdout
+    for pr in EXPECTED.values():
+        assert f"(#{pr}) (" in shown.stdout
+    data = json.loads(
+        subprocess.run([*cmd, "--format", "json"], env=env, capture_output=True, text=True).stdout
+    )
+    for batch in data["batches"]:
+        [case] = batch["cases"]
+        assert batch["culprit"]["pr"] == EXPECTED[case]
+        assert batch["culprit"]["cases"] == 1 and batch["culprit"]["confidence"] == "high"
+    with Store(str(root / "store.db")) as store:
+        stored = {o.case: o.evidence["culprits"] for o in store.outcome_records(run.id)}
+    assert {c: v[0]["pr"] for c, v in stored.items()} == EXPECTED
+
+
+def test_run_impact_bad_input(loop, tmp_path):
+    root, report_path = loop
+    ran = run_downstream(root, "v2", "bad", "--impact", str(tmp_path / "none.json"))
+    assert ran.returncode == 2 and "no such file" in ran.stderr
+    assert "Traceback" not in ran.stderr
+    ran = run_downstream(root, "v2", "bad", "--impact", str(report_path), "--action", "Maybe")
+    assert ran.returncode == 2 and "expected actions from Shim, Test, Check" in ran.stderr

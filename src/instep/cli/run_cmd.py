@@ -108,6 +108,29 @@ def _split_list(value: str | None) -> list[str]:
     help="Only cases of test classes made for this device (TestFooCUDA, GPUTests: 'cuda').",
 )
 @click.option(
+    "--impact",
+    "impact_path",
+    metavar="FILE",
+    help="Run the tests an instep impact JSON report suggests for its units (with PATHS too).",
+)
+@click.option(
+    "--action",
+    "impact_actions",
+    default="Shim,Test",
+    show_default=True,
+    metavar="A,B",
+    help="--impact: units with these actions.",
+)
+@click.option(
+    "--top", type=click.IntRange(min=1), metavar="N", help="--impact: the N most urgent units."
+)
+@click.option(
+    "--upstream-tests",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    metavar="DIR",
+    help="--impact: an upstream checkout whose test modules importing a changed module run too.",
+)
+@click.option(
     "--bisect",
     is_flag=True,
     help="Re-run failed cases down eager -> aot_eager -> aot_eager_decomp_partition -> target"
@@ -139,6 +162,10 @@ def run_command(
     ray_resource: str | None,
     process_model: str | None,
     device_class: str | None,
+    impact_path: str | None,
+    impact_actions: str,
+    top: int | None,
+    upstream_tests: Path | None,
     bisect: bool,
 ) -> int:
     """Run PATHS (files, directories, node ids) with every case isolated, storing outcomes.
@@ -164,6 +191,13 @@ def run_command(
         timeout = timeout or tier_def.timeout
         isolate = isolate or tier_def.isolate
         pytest_args = (*tier_def.pytest_args(profile), *pytest_args)
+    impact = None
+    if impact_path:
+        k, impact = _impact_selection(
+            impact_path, impact_actions, top, upstream_tests, k, all_paths
+        )
+    elif top is not None or upstream_tests is not None:
+        raise BadInput("--top and --upstream-tests select from an impact report: add --impact FILE")
     device_list = _split_list(devices)
     if engine == "ray" and device_list:
         raise BadInput("--devices: with --engine ray, Ray grants each task its device")
@@ -193,6 +227,7 @@ def run_command(
         max_tasks=workers if engine == "ray" else None,
         process_model=process_model,
         device_class=device_class,
+        impact=impact,
     )
     if collect_only:
         collection = collect_cases(profile, opts)
@@ -230,6 +265,35 @@ def run_command(
             outcomes = store.outcome_rows(result.run.id)
         write_junit_xml(junit_xml, result.run.name, outcomes)
     return result.exit_code
+
+
+def _impact_selection(
+    path: str,
+    actions: str,
+    top: int | None,
+    upstream_tests: Path | None,
+    k: str | None,
+    paths: list[str],
+) -> tuple[str | None, dict]:
+    """``--impact``: add the report's tests to ``paths``; the -k to run with; the setting."""
+    # fast CLI start: the library loads when the command runs
+    from instep.impact_json import load_impact_json, parse_actions
+    from instep.suites.impact_selection import select_tests
+
+    doc = load_impact_json(path)
+    selection = select_tests(doc, parse_actions(actions), top, upstream_tests)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    for note in selection.notes:
+        err.print(f"--impact: {note}")
+    if not selection.paths:
+        raise BadInput(f"--impact {path}: no test to run for the units with action {actions}")
+    units = {u for us in selection.units_of.values() for u in us}
+    err.print(f"--impact: {len(selection.paths)} test files for {len(units)} units of {path}")
+    narrow = selection.keyword if not paths else None  # never narrow the PATHS given too
+    paths += [p for p in selection.paths if p not in paths]
+    if narrow:
+        k = f"({k}) and ({narrow})" if k else narrow
+    return k, selection.as_setting(path)
 
 
 def _bisect(target: str, result, profile, opts) -> None:  # type: ignore[no-untyped-def]

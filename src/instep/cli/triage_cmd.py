@@ -23,6 +23,12 @@ from instep.cli.context import AppContext, db_option, format_option, open_store
 @click.argument("run_ref", metavar="RUN", default="latest")
 @click.option("--base", "base_ref", metavar="RUN", help="Follow this earlier run's batches.")
 @click.option("--reclassify", is_flag=True, help="Classify every failure again (profile changed).")
+@click.option(
+    "--impact",
+    "impact_path",
+    metavar="FILE",
+    help="An instep impact JSON report: name the upstream change behind each failure.",
+)
 @format_option
 @db_option
 @click.pass_obj
@@ -31,6 +37,7 @@ def triage_command(
     run_ref: str,
     base_ref: str | None,
     reclassify: bool,
+    impact_path: str | None,
     fmt: str,
     db: str | None,
 ) -> None:
@@ -43,8 +50,11 @@ def triage_command(
         group_batches,
         store_batches,
     )
+    from instep.triage.culprits import ImpactReport, attribute_all, batch_culprit, store_culprits
     from instep.triage.reclassify import reclassify_run
 
+    report = ImpactReport.load(impact_path) if impact_path else None  # bad input: before work
+    by_case = {}
     with open_store(app, db, must_exist=True) as store:
         run = store.get_run(run_ref)
         reclassify_run(store, run, app.profile(run.profile), every=reclassify)
@@ -52,16 +62,28 @@ def triage_command(
         batches = group_batches(outcomes)
         store_batches(store, run.id, batches)
         history = first_seen(store, run)
+        if report is not None:
+            by_case = attribute_all(report, [o.as_dict() for o in outcomes if o.failing])
+            store_culprits(store, run.id, by_case)
         progress = None
         if base_ref is not None:
             base = store.get_run(base_ref)
             reclassify_run(store, base, app.profile(base.profile), every=reclassify)
             base_batches = group_batches(store.outcome_records(base.id))
             progress = follow(base_batches, outcomes)
+    culprits = {b.id: batch_culprit(b.cases, by_case) for b in batches} if report else {}
     if fmt == "json":
         data = {
             "run": run.name,
-            "batches": [{**b.as_dict(), "first_seen": history.get(b.id)} for b in batches],
+            "batches": [
+                {
+                    **b.as_dict(),
+                    "first_seen": history.get(b.id),
+                    **({"culprit": _as_dict(culprits.get(b.id))} if report else {}),
+                }
+                for b in batches
+            ],
+            **({"impact": impact_path, "culprits": _by_case(by_case)} if report else {}),
             "base": base_ref,
             "progress": [p.as_dict() for p in progress] if progress is not None else None,
         }
@@ -97,6 +119,25 @@ def triage_command(
     console.print(table)
     for batch_id, hint in batch_hints(batches, outcomes):
         console.print(f"[bold]{batch_id}[/bold]: {escape(hint)}")
+    if report is not None:
+        _print_culprits(console, batches, culprits, impact_path or "")
+
+
+def _print_culprits(console: Console, batches: list, culprits: dict, source: str) -> None:
+    """One line per batch: the upstream unit most likely behind it, or that none is."""
+    console.print(f"[bold]likely upstream causes[/bold] (from {escape(source)}):")
+    for b in batches:
+        found = culprits.get(b.id)
+        line = found.one_line() if found else "no change in the report explains it"
+        console.print(f"  [bold]{b.id}[/bold]: {escape(line)}")
+
+
+def _as_dict(found: object) -> dict | None:
+    return found.as_dict() if found is not None else None  # type: ignore[attr-defined]
+
+
+def _by_case(by_case: dict) -> dict:
+    return {case: [a.as_dict() for a in ranked] for case, ranked in by_case.items()}
 
 
 def _topic(layer: str | None, category: str | None, signature: str | None) -> str:

@@ -86,6 +86,8 @@ class RunOptions:
     max_tasks: int | None = None  # Ray tasks in flight at most [twice the resource's units]
     process_model: str | None = None  # None: the profile's [runtime] fork decides
     device_class: str | None = None  # only cases of test classes made for this device
+    #: ``instep run --impact``: the report and, per test file, the units that chose it
+    impact: dict[str, Any] | None = None
 
 
 @dataclass
@@ -203,6 +205,7 @@ def _settings(profile: Profile, opts: RunOptions) -> dict[str, Any]:
         "cwd": str(opts.cwd or Path.cwd()),
         "process_model": str(choose_model(profile.runtime.fork, opts.process_model)),
         "device_class": opts.device_class,
+        **({"impact": opts.impact} if opts.impact else {}),
     }
 
 

@@ -232,6 +232,30 @@ class Store:
             return False
         return True
 
+    def set_evidence(self, run_id: int, key: str, by_case: dict[str, Any]) -> int:
+        """Write ``by_case[nodeid]`` into ``evidence[key]`` of each final outcome of the run
+        (removing the key where the case has no value); returns how many rows changed."""
+        changed = 0
+        with self.session() as s:
+            rows = s.execute(
+                select(Outcome, Case.nodeid)
+                .join(Case, Case.id == Outcome.case_id)
+                .where(Outcome.run_id == run_id, Outcome.final.is_(True))
+            ).all()
+            for outcome, nodeid in rows:
+                value = by_case.get(nodeid)
+                evidence = dict(outcome.evidence or {})
+                if evidence.get(key) == value:
+                    continue
+                if value is None:
+                    evidence.pop(key, None)
+                else:
+                    evidence[key] = value
+                outcome.evidence = evidence
+                changed += 1
+            s.commit()
+        return changed
+
     def attempts(self, run_id: int) -> dict[str, list[tuple[int, str, bool]]]:
         """Per case: ``(attempt, status, final)`` of every stored attempt, in order."""
         out: dict[str, list[tuple[int, str, bool]]] = {}

@@ -161,32 +161,7 @@ def follow(
 
 def store_batches(store: Any, run_id: int, batches: list[Batch]) -> int:
     """Write each member's batch id into its final outcome's ``evidence.batch``."""
-    # SQLAlchemy only for the store functions: grouping stays store-free
-    from sqlalchemy import select
-
-    from instep.store.schema import Case, Outcome
-
-    member = {case: b.id for b in batches for case in b.cases}
-    changed = 0
-    with store.session() as s:
-        rows = s.execute(
-            select(Outcome, Case.nodeid)
-            .join(Case, Case.id == Outcome.case_id)
-            .where(Outcome.run_id == run_id, Outcome.final.is_(True))
-        ).all()
-        for outcome, nodeid in rows:
-            bid = member.get(nodeid)
-            evidence = dict(outcome.evidence or {})
-            if evidence.get("batch") == bid:
-                continue
-            if bid is None:
-                evidence.pop("batch", None)
-            else:
-                evidence["batch"] = bid
-            outcome.evidence = evidence
-            changed += 1
-        s.commit()
-    return changed
+    return store.set_evidence(run_id, "batch", {case: b.id for b in batches for case in b.cases})
 
 
 def first_seen(store: Any, run: Any) -> dict[str, str]:

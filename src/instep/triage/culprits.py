@@ -123,10 +123,18 @@ class Attribution:
             else None,
         }
 
+    @property
+    def name(self) -> str:
+        """``#PR title (unit)`` for a commit with a PR number, else the unit id."""
+        if self.pr:
+            title = self.title if len(self.title) <= 70 else self.title[:69] + "…"
+            head = "" if f"#{self.pr}" in title else f"#{self.pr} "
+            return f"{head}{title} ({self.unit})"
+        return self.unit
+
     def one_line(self) -> str:
-        pr = f" (#{self.pr})" if self.pr else ""
         why = "; ".join(e.detail for e in self.evidence[:2])
-        return f"{self.unit}{pr} [{self.action}, {self.confidence}]: {why}"
+        return f"{self.name} [{self.action}, {self.confidence}]: {why}"
 
 
 def _module_of(path: str) -> str:
@@ -434,5 +442,47 @@ def _messages(outcome: dict[str, Any]) -> str:
 def attribute_all(
     report: ImpactReport, outcomes: Iterable[dict[str, Any]], top: int = 3
 ) -> dict[str, list[Attribution]]:
-    """Attributions per node id, for the failing outcomes given."""
-    return {str(o.get("case")): report.attribute(o, top) for o in outcomes}
+    """Attributions per node id, for the failing outcomes given (cases without any
+    attribution are left out)."""
+    found = {str(o.get("case")): report.attribute(o, top) for o in outcomes}
+    return {case: ranked for case, ranked in found.items() if ranked}
+
+
+@dataclass
+class BatchCulprit:
+    """The unit most likely behind a batch: the best summed score over its members."""
+
+    attribution: Attribution  # the strongest member attribution of that unit
+    cases: int  # members attributed to the unit
+    size: int  # members of the batch
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.attribution.as_dict(), "cases": self.cases, "of": self.size}
+
+    def one_line(self) -> str:
+        return f"{self.attribution.one_line()} ({self.cases} of {self.size} cases)"
+
+
+def batch_culprit(
+    cases: Iterable[str], by_case: dict[str, list[Attribution]]
+) -> BatchCulprit | None:
+    members = list(cases)
+    total: dict[str, float] = defaultdict(float)
+    count: dict[str, int] = defaultdict(int)
+    best: dict[str, Attribution] = {}
+    for case in members:
+        for a in by_case.get(case, ()):
+            total[a.unit] += a.score
+            count[a.unit] += 1
+            if a.unit not in best or a.score > best[a.unit].score:
+                best[a.unit] = a
+    if not total:
+        return None
+    unit = min(total, key=lambda u: (-total[u], u))
+    return BatchCulprit(best[unit], count[unit], len(members))
+
+
+def store_culprits(store: Any, run_id: int, by_case: dict[str, list[Attribution]]) -> int:
+    """Each attributed final outcome's ``evidence.culprits`` (best first); others cleared."""
+    values = {case: [a.as_dict() for a in ranked] for case, ranked in by_case.items()}
+    return store.set_evidence(run_id, "culprits", values)

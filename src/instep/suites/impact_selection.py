@@ -1,0 +1,182 @@
+"""Which tests ``instep run --impact REPORT`` runs: the tests an impact report suggests for
+its most urgent units, narrowed to the test functions that name a changed symbol.
+
+For each selected unit (by action, then risk, then number of couplings; ``--top N``):
+- the tests the report suggests (``suggested_tests``: upstream test files the commit
+  touched, downstream tests importing a coupled module), found under the working
+  directory, the report's downstream source, or ``--upstream-tests DIR``;
+- with ``--upstream-tests DIR`` (a PyTorch checkout), also the upstream test modules
+  under it that import a changed module (read statically, as the report reads
+  downstream tests).
+A test file whose test functions name a changed symbol is narrowed to those functions;
+the others run whole. The narrowing is one ``-k`` expression (pytest matches it against
+test names and their module names), so it can select a few more cases than asked, never
+fewer. Nothing here runs anything: the runner gets paths, a ``-k`` and, per file, the
+units that chose it (stored with the run).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from instep.impact.join.test_suggestions import imported_names
+from instep.impact_json import unit_priority
+
+#: changed names too common to narrow a test file by (they name nothing in particular)
+_GENERIC = frozenset({"__init__", "__call__", "forward", "run", "call", "main", "setup"})
+_MIN_NAME = 4
+
+
+@dataclass
+class ImpactSelection:
+    paths: list[str] = field(default_factory=list)  # test files, as the runner takes them
+    keyword: str | None = None  # a -k expression narrowing them, None: whole files
+    units_of: dict[str, list[str]] = field(default_factory=dict)  # test file -> unit ids
+    notes: list[str] = field(default_factory=list)  # units without a runnable test, and why
+
+    def as_setting(self, report: str) -> dict[str, Any]:
+        """What the run stores about its selection (``settings.impact``)."""
+        return {"report": report, "units_of": self.units_of, "keyword": self.keyword}
+
+
+def select_tests(
+    doc: dict[str, Any],
+    actions: tuple[str, ...] = ("Shim", "Test"),
+    top: int | None = None,
+    upstream_tests: Path | None = None,
+    cwd: Path | None = None,
+) -> ImpactSelection:
+    """The tests for the units of ``doc`` (an impact JSON report) with one of ``actions``."""
+    cwd = Path(cwd or os.getcwd())
+    units = sorted((u for u in doc["units"] if u.get("action") in actions), key=unit_priority)
+    if top is not None:
+        units = units[:top]
+    roots = [cwd]
+    source = (doc.get("downstream") or {}).get("source")
+    if source and Path(source).is_dir():
+        roots.append(Path(source))
+    if upstream_tests is not None:
+        roots.append(upstream_tests)
+    importing = _TestImports(upstream_tests) if upstream_tests is not None else None
+    chosen: dict[str, list[str]] = defaultdict(list)
+    names: dict[str, set[str]] = defaultdict(set)
+    out = ImpactSelection()
+    for unit in units:
+        uid = str(unit.get("id"))
+        files = [_find(t, roots, cwd) for t in unit.get("suggested_tests") or []]
+        if importing is not None:
+            files += importing.of_modules(_changed_modules(unit), cwd)
+        files = [f for f in dict.fromkeys(files) if f is not None]
+        if not files:
+            why = "the report suggests none" if not unit.get("suggested_tests") else "not found"
+            out.notes.append(f"{uid} [{unit.get('action')}]: no test to run ({why})")
+            continue
+        for f in files:
+            chosen[f].append(uid)
+            names[f] |= _changed_names(unit)
+    out.units_of = {f: list(dict.fromkeys(u)) for f, u in chosen.items()}
+    out.paths = list(out.units_of)
+    out.keyword = _keyword(out.paths, names, cwd)
+    return out
+
+
+def _find(test: str, roots: list[Path], cwd: Path) -> str | None:
+    for root in roots:
+        path = root / test
+        if path.is_file():
+            return _shown(path, cwd)
+    return None
+
+
+def _shown(path: Path, cwd: Path) -> str:
+    try:
+        return path.resolve().relative_to(cwd.resolve()).as_posix()
+    except ValueError:
+        return str(path.resolve())
+
+
+def _changed_modules(unit: dict[str, Any]) -> set[str]:
+    out = set()
+    for change in unit.get("changes") or []:
+        path = str(change.get("symbol", "")).partition("::")[0]
+        if path.endswith(".py"):
+            mod = path[:-3].replace("/", ".")
+            out.add(mod.removesuffix(".__init__"))
+    return out
+
+
+def _changed_names(unit: dict[str, Any]) -> set[str]:
+    out = set()
+    for change in unit.get("changes") or []:
+        qualname = str(change.get("symbol", "")).partition("::")[2]
+        for part in qualname.split("."):
+            if len(part) >= _MIN_NAME and part not in _GENERIC:
+                out.add(part)
+    return out
+
+
+def _keyword(paths: list[str], names: dict[str, set[str]], cwd: Path) -> str | None:
+    """One -k: the narrowed files' test functions, the other files by module name."""
+    terms: list[str] = []
+    narrowed = False
+    for path in paths:
+        functions = _functions_naming(cwd / path, names[path])
+        if functions:
+            narrowed = True
+            terms += functions
+        else:
+            terms.append(Path(path).stem)
+    if not narrowed:
+        return None
+    return " or ".join(dict.fromkeys(terms))
+
+
+def _functions_naming(path: Path, wanted: set[str]) -> list[str]:
+    """Test functions (and methods) of ``path`` whose code names one of ``wanted``."""
+    if not wanted:
+        return []
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith(
+            "test"
+        ):
+            used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+            used |= {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
+            if used & wanted:
+                found.append(node.name)
+    return sorted(set(found))
+
+
+_TEST_FILE = re.compile(r"(^|/)test_[^/]*\.py$")
+
+
+class _TestImports:
+    """The test modules under a directory, by the dotted names they import (read once)."""
+
+    def __init__(self, root: Path) -> None:
+        self.by_name: dict[str, set[Path]] = defaultdict(set)
+        for path in sorted(root.rglob("test_*.py")):
+            if not _TEST_FILE.search(path.as_posix()):
+                continue
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            for name in imported_names(text):
+                self.by_name[name].add(path)
+
+    def of_modules(self, modules: set[str], cwd: Path) -> list[str]:
+        hits: set[Path] = set()
+        for module in modules:  # `from m import x` and `import m` both give m
+            hits |= self.by_name.get(module, set())
+        return [_shown(p, cwd) for p in sorted(hits)]
