@@ -18,6 +18,7 @@ import pytest
 
 from instep.cli import run as cli_run
 from instep.errors import BadInput, MissingInput
+from instep.outcome import FAILING
 from instep.store import Store, outcome_dict
 from instep.triage.culprits import ImpactReport
 
@@ -55,7 +56,7 @@ def failures(root: Path, name: str) -> list[dict]:
     with Store(str(root / "store.db")) as store:
         run = store.get_run(name)
         rows = [outcome_dict(o) for o in store.outcomes(run.id)]
-    return [r for r in rows if r["status"] not in ("passed", "skipped")]
+    return [r for r in rows if r["status"] in FAILING]
 
 
 def test_each_failure_is_attributed_to_the_commit_that_caused_it(loop):

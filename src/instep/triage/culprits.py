@@ -73,8 +73,10 @@ _NO_ATTRIBUTE = re.compile(r"module '([\w.]+)' has no attribute '(\w+)'")
 _NO_MODULE = re.compile(r"No module named '([\w.]+)'")
 _MISSING_LOWERING = re.compile(r"MissingOperator|missing lowering|No lowering", re.IGNORECASE)
 _QUOTED = re.compile(r"'([A-Za-z_]\w*)'")
+_CALL_KEYWORD = re.compile(r"([A-Za-z_][\w.]*)\(\) got an unexpected keyword argument '(\w+)'")
 _CALLED = re.compile(r"([A-Za-z_][\w.]*)\(\)")  # "f() got an unexpected keyword argument"
-_PATCHED_IN = re.compile(r"(?:=|,)\s*([A-Za-z_][\w.]*)\s*\)?\s*$")  # a = f / setattr(a, "b", f)
+#: what a patch's right-hand side calls its function through, not the function itself
+_WRAPPERS = frozenset({"classmethod", "staticmethod", "property", "partial", "functools", "wraps"})
 _LONGREPR_FRAME = re.compile(r"^(\S+\.py):(\d+): in (\S+)", re.MULTILINE)
 _DOTTED = re.compile(r"[A-Za-z_][\w.]*")
 
@@ -215,10 +217,9 @@ class ImpactReport:
                 self._owners[owner].append((i, coupling))
             if owner:  # what a TypeError calls it: "Class.method()" or "function()"
                 self._called[owner].append((i, coupling))
-            if coupling.get("kind") == "monkeypatch":  # the function patched in
-                m = _PATCHED_IN.search(str(coupling.get("snippet") or ""))
-                if m:
-                    self._called[m.group(1).rsplit(".", 1)[-1]].append((i, coupling))
+            if coupling.get("kind") == "monkeypatch":  # the functions patched in
+                for name in _patched_in(str(coupling.get("snippet") or "")):
+                    self._called[name].append((i, coupling))
             for problem in coupling.get("problems") or []:
                 for name in _QUOTED.findall(str(problem)):
                     self._problems[name].append((i, coupling))
@@ -365,12 +366,19 @@ class ImpactReport:
             for unit, coupling in self._called.get(called, ()):
                 detail = f"the error calls {called}() ({coupling.get('downstream')})"
                 add(unit, Evidence("named", detail, OWNER_NAMED), coupling)
-        for name in set(_QUOTED.findall(text)):
+        bound = _CALL_KEYWORD.findall(text)  # "f() got an unexpected keyword argument 'k'"
+        for called, keyword in bound:
+            for unit, coupling in self._called.get(called, ()):
+                if any(f"'{keyword}'" in str(p) for p in coupling.get("problems") or []):
+                    detail = f"{called}() rejects '{keyword}', as the report says"
+                    add(unit, Evidence("problem", detail, PROBLEM_NAMED), coupling)
+        # a quoted name the error binds to another function is not this coupling's problem
+        for name in set(_QUOTED.findall(text)) - {keyword for _, keyword in bound}:
             for unit, coupling in self._problems.get(name, ()):
                 add(
                     unit,
                     Evidence(
-                        "named",
+                        "problem",
                         f"the error quotes '{name}', which the report says"
                         f" {coupling.get('owner') or coupling.get('downstream')} does not accept",
                         PROBLEM_NAMED,
@@ -414,6 +422,19 @@ class _Found:
     @property
     def score(self) -> float:
         return sum(e.weight for e in self.by_kind.values())
+
+
+def _patched_in(snippet: str) -> list[str]:
+    """The names a monkey-patch installs: ``a.b = f``, ``= classmethod(f)``,
+    ``setattr(a, "b", f)`` give ``f``."""
+    if "setattr(" in snippet:
+        value = snippet.rsplit(",", 1)[-1]
+    elif "=" in snippet:
+        value = snippet.split("=", 1)[1]
+    else:
+        return []
+    names = [n.rsplit(".", 1)[-1] for n in _DOTTED.findall(value)]
+    return [n for n in names if n not in _WRAPPERS]
 
 
 def _same_file(file: str, relative: str) -> bool:
