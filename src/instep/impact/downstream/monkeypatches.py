@@ -67,27 +67,8 @@ class Monkeypatches(RegistrationSites):
 
     def assign_target(self, t: ast.AST, value: ast.AST, stmt: ast.stmt) -> None:
         if isinstance(t, ast.Name):
-            dotted: str | Local | None = None
-            if isinstance(value, (ast.Name, ast.Attribute)):
-                dotted, via_handle = self.resolve(value)
-                if via_handle:
-                    dotted = None
-            elif isinstance(value, ast.Call) and not value.args and not value.keywords:
-                fn, _ = self.resolve(value.func)  # lowering = _get_inductor_lowering()
-                if type(fn) is Local and fn.kind is LocalKind.DEF:
-                    dotted = self.returns.get(fn.qualname)
-            self.bind(t.id, dotted)
-            if self.is_up(dotted):
-                self.add_name(t.id)
-            if self.frames and dotted is None:
-                frame = self.frames[-1]
-                deps = self.deps(value)
-                if deps:
-                    frame.derived[t.id] = deps
-            for r in registry_entries(t.id, value, self.path):
-                self.registration(r)
-            return
-        if isinstance(t, (ast.Tuple, ast.List)):
+            self._assign_name(t, value)
+        elif isinstance(t, (ast.Tuple, ast.List)):
             for e in t.elts:
                 if isinstance(e, ast.Name):
                     self.bind(e.id, None)
@@ -95,46 +76,75 @@ class Monkeypatches(RegistrationSites):
                     self.bind(e.value.id, None)
                 else:
                     self.assign_target(e, value, stmt)
+        elif isinstance(t, ast.Attribute):
+            self._assign_attribute(t, value, stmt)
+        elif isinstance(t, ast.Subscript):
+            self._assign_item(t, stmt)
+        else:
+            self.visit(t)
+
+    def _assign_name(self, t: ast.Name, value: ast.AST) -> None:
+        """``name = <value>``: a local alias of upstream (``orig = X.f``, ``lowering =
+        _get_inductor_lowering()``), a value derived from parameters, or a registry."""
+        dotted: str | Local | None = None
+        if isinstance(value, (ast.Name, ast.Attribute)):
+            dotted, via_handle = self.resolve(value)
+            if via_handle:
+                dotted = None
+        elif isinstance(value, ast.Call) and not value.args and not value.keywords:
+            fn, _ = self.resolve(value.func)  # lowering = _get_inductor_lowering()
+            if type(fn) is Local and fn.kind is LocalKind.DEF:
+                dotted = self.returns.get(fn.qualname)
+        self.bind(t.id, dotted)
+        if self.is_up(dotted):
+            self.add_name(t.id)
+        if self.frames and dotted is None:
+            frame = self.frames[-1]
+            deps = self.deps(value)
+            if deps:
+                frame.derived[t.id] = deps
+        for r in registry_entries(t.id, value, self.path):
+            self.registration(r)
+
+    def _assign_attribute(self, t: ast.Attribute, value: ast.AST, stmt: ast.stmt) -> None:
+        """``X.f = <value>``: a monkey-patch, a config write, or object state via a handle."""
+        dotted, via_handle = self.resolve(t)
+        if dotted and self.is_up(dotted) and via_handle:  # V.graph.x = ...: object state
+            self.ref(
+                CouplingKind.MONKEYPATCH,
+                dotted,
+                stmt.lineno,
+                detail="instance attribute write via a handle: value",
+            )
             return
-        if isinstance(t, ast.Attribute):
-            dotted, via_handle = self.resolve(t)
-            if dotted and self.is_up(dotted) and via_handle:  # V.graph.x = ...: object state
-                self.ref(
-                    CouplingKind.MONKEYPATCH,
-                    dotted,
-                    stmt.lineno,
-                    detail="instance attribute write via a handle: value",
-                )
-                return
-            if dotted and self.is_up(dotted) and not via_handle:
-                if config_key(dotted):
-                    self.use(dotted, stmt.lineno, write=True)
-                else:
-                    self.monkeypatch(dotted, value, stmt.lineno, "assign")
-                return
-            if dotted_name(t) is None:
-                self.visit(t.value)
-            return
-        if isinstance(t, ast.Subscript):
-            regs = item_assignment(t, self.path, self.owner())
-            for r in regs:
-                self.registration(r)
-            self.visit(t.slice)
-            if regs:
-                return
-            dotted, via_handle = self.resolve(t.value)
-            if dotted and self.is_up(dotted) and not config_key(dotted):
-                how = "of an upstream object via a handle" if via_handle else "of an upstream table"
-                self.ref(
-                    CouplingKind.MONKEYPATCH,
-                    dotted,
-                    stmt.lineno,
-                    detail=f"item assignment: entry {how}",
-                )
+        if dotted and self.is_up(dotted) and not via_handle:
+            if config_key(dotted):
+                self.use(dotted, stmt.lineno, write=True)
             else:
-                self.visit(t.value)
+                self.monkeypatch(dotted, value, stmt.lineno, "assign")
             return
-        self.visit(t)
+        if dotted_name(t) is None:
+            self.visit(t.value)
+
+    def _assign_item(self, t: ast.Subscript, stmt: ast.stmt) -> None:
+        """``table[key] = <value>``: a registration, or an entry of an upstream table."""
+        regs = item_assignment(t, self.path, self.owner())
+        for r in regs:
+            self.registration(r)
+        self.visit(t.slice)
+        if regs:
+            return
+        dotted, via_handle = self.resolve(t.value)
+        if dotted and self.is_up(dotted) and not config_key(dotted):
+            how = "of an upstream object via a handle" if via_handle else "of an upstream table"
+            self.ref(
+                CouplingKind.MONKEYPATCH,
+                dotted,
+                stmt.lineno,
+                detail=f"item assignment: entry {how}",
+            )
+        else:
+            self.visit(t.value)
 
     def value_info(self, value: ast.AST, target: str) -> tuple[str, str | Local | None, bool]:
         """(description, binding of the replacement if a def/class, calls the original)."""

@@ -101,69 +101,87 @@ class DownstreamIndex:
                 if fn is not None:
                     refs[idx] = apply_function(refs[idx], fn, f"{fn.path}::{fn.qualname}")
             out.extend(refs)
-            seen: set[tuple[str, str | None]] = set()
-            for r in f.pending:  # uses through downstream re-exports of upstream names
-                target = self.resolve(r.target)
-                if target.split(".", 1)[0] in self.roots and (target, r.owner) not in seen:
-                    seen.add((target, r.owner))
-                    ck = config_key(target)
-                    kind = CouplingKind.CONFIG if ck else CouplingKind.IMPORT_USE
-                    out.append(
-                        replace(
-                            r,
-                            kind=kind,
-                            target=target,
-                            detail=f"{'read' if ck else 'use'} via {r.target}",
-                        )
+            out.extend(self._pending_uses(f))
+            out.extend(self._reexport_imports(f))
+            out.extend(self._helper_calls(f))
+        out.extend(self._subclass_chains())
+        self._refs = out
+        return out
+
+    def _pending_uses(self, f: DownstreamFileIndex) -> list[Reference]:
+        """Uses through downstream re-exports of upstream names."""
+        out: list[Reference] = []
+        seen: set[tuple[str, str | None]] = set()
+        for r in f.pending:
+            target = self.resolve(r.target)
+            if target.split(".", 1)[0] in self.roots and (target, r.owner) not in seen:
+                seen.add((target, r.owner))
+                ck = config_key(target)
+                kind = CouplingKind.CONFIG if ck else CouplingKind.IMPORT_USE
+                detail = f"{'read' if ck else 'use'} via {r.target}"
+                out.append(replace(r, kind=kind, target=target, detail=detail))
+        return out
+
+    def _reexport_imports(self, f: DownstreamFileIndex) -> list[Reference]:
+        """``from .x import V`` where ``x`` re-exports an upstream name."""
+        out: list[Reference] = []
+        lines = None
+        for dn, line, owner in f.dn_imports:
+            target = self.resolve(dn)
+            if target.split(".", 1)[0] in self.roots:
+                snippet = next((r.snippet for r in f.pending if r.line == line), "")
+                if not snippet:
+                    lines = lines if lines is not None else self._lines(f.path)
+                    snippet = line_snippet(lines, line)
+                out.append(
+                    Reference(
+                        CouplingKind.IMPORT_USE,
+                        target,
+                        f.path,
+                        line,
+                        snippet,
+                        detail=f"import of {dn} (re-export)",
+                        owner=owner,
                     )
-            lines = None
-            for dn, line, owner in f.dn_imports:  # `from .x import V` where x re-exports upstream
-                target = self.resolve(dn)
-                if target.split(".", 1)[0] in self.roots:
-                    snippet = next((r.snippet for r in f.pending if r.line == line), "")
-                    if not snippet:
-                        lines = lines if lines is not None else self._lines(f.path)
-                        snippet = line_snippet(lines, line)
-                    out.append(
-                        Reference(
-                            CouplingKind.IMPORT_USE,
-                            target,
-                            f.path,
-                            line,
-                            snippet,
-                            detail=f"import of {dn} (re-export)",
-                            owner=owner,
-                        )
-                    )
-            for site in f.calls:  # patch helpers defined in another file
-                callee = self.resolve(site.callee)
-                got_spec = self._helper(callee)
-                if got_spec is None:
-                    continue
-                spec, where = got_spec
-                got = helper_patch(site, spec, where, f.path)
-                if got is None:
-                    continue
-                target, value = got
-                ref = Reference(
-                    CouplingKind.MONKEYPATCH,
-                    target,
-                    f.path,
-                    site.line,
-                    site.snippet,
-                    detail=f"patch helper {where}: value",
-                    owner=site.owner,
                 )
-                fn = None
-                if value and value.kind is ArgKind.LOCAL:
-                    fn = self._fn_map().get((f.module, value.value.qualname))  # type: ignore[union-attr]
-                elif value and value.kind is ArgKind.DOWNSTREAM:
-                    fn = self._defined(self.resolve(value.value))  # type: ignore[arg-type]
-                if fn is not None:
-                    ref = replace(ref, detail=f"patch helper {where}: replaced by")
-                    ref = apply_function(ref, fn, f"{fn.path}::{fn.qualname}")
-                out.append(ref)
-        # subclass chains through classes of other files
+        return out
+
+    def _helper_calls(self, f: DownstreamFileIndex) -> list[Reference]:
+        """Calls of patch helpers defined in another file."""
+        out: list[Reference] = []
+        for site in f.calls:
+            callee = self.resolve(site.callee)  # type: ignore[arg-type]
+            got_spec = self._helper(callee)
+            if got_spec is None:
+                continue
+            spec, where = got_spec
+            got = helper_patch(site, spec, where, f.path)
+            if got is None:
+                continue
+            target, value = got
+            ref = Reference(
+                CouplingKind.MONKEYPATCH,
+                target,
+                f.path,
+                site.line,
+                site.snippet,
+                detail=f"patch helper {where}: value",
+                owner=site.owner,
+            )
+            fn = None
+            if value and value.kind is ArgKind.LOCAL:
+                fn = self._fn_map().get((f.module, value.value.qualname))  # type: ignore[union-attr]
+            elif value and value.kind is ArgKind.DOWNSTREAM:
+                fn = self._defined(self.resolve(value.value))  # type: ignore[arg-type]
+            if fn is not None:
+                ref = replace(ref, detail=f"patch helper {where}: replaced by")
+                ref = apply_function(ref, fn, f"{fn.path}::{fn.qualname}")
+            out.append(ref)
+        return out
+
+    def _subclass_chains(self) -> list[Reference]:
+        """Subclass chains through classes of other files."""
+        out: list[Reference] = []
         classes = self._class_map()
         by_module: dict[str, dict[str, DownstreamFunction]] = {}
         for (m, q), fn in self._fn_map().items():
@@ -177,7 +195,6 @@ class DownstreamIndex:
                 if anc:
                     gate_at = GateLookup(f.gate_spans).at
                     out.extend(subclass_refs(c, anc, funcs, c.snippet, gate_at, "downstream base"))
-        self._refs = out
         return out
 
     def _lines(self, path: str) -> list[str]:
