@@ -28,7 +28,8 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from instep.impact.analysis import BEHAVIOUR, ImpactRequest, analyse
+from instep.impact.analysis import ImpactRequest, analyse
+from instep.impact.join.matchers import BEHAVIOUR
 from instep.impact.upstream.release_diff import diff_versions
 from instep.impact.upstream.sources import diff_snapshots, is_test_path, open_snapshot
 from instep.pyindex.cache import ContentCache

@@ -148,8 +148,8 @@ def test_forked_file():
 
 def test_matching_over_processes_gives_the_serial_result_in_its_order():
     """Many downstream files: the pool matches contiguous runs of whole files, in forks."""
-    from instep.impact.analysis import ImpactRequest, _Analysis
     from instep.impact.downstream import forks
+    from instep.impact.join.fork_search import ForkSearch
 
     files = []
     for k in range(1200):  # ~2,300 functions: above the pool's 2,000 threshold
@@ -159,9 +159,7 @@ def test_matching_over_processes_gives_the_serial_result_in_its_order():
     assert len(functions) >= 2000
     upstream = [(_sym("expand", UP_OLD), UP_OLD, UP_NEW), (_sym("cat", OTHER), OTHER, OTHER)]
     serial = forks.find_forked_functions(functions, upstream)
-    analysis = _Analysis(ImpactRequest(downstream=".", upstream_old="a", upstream_new="b"))
-    analysis.jobs = 3
-    pooled = analysis._parallel_forked_functions(functions, upstream, forks)
+    pooled = ForkSearch(jobs=3).forked_functions(functions, upstream, forks)
     assert pooled == serial
     assert {r.target for r in pooled} == {
         "torch._inductor.lowering.expand",

@@ -90,7 +90,7 @@ def test_a_registrar_given_a_role_only_in_the_table_gets_that_role(monkeypatch):
     the same op in that role."""
     from importlib import resources
 
-    from instep.impact import analysis
+    from instep.impact.join import facts
     from instep.impact.model import ChangeKind, CouplingKind, Reference, Stage, SymbolChange
     from instep.pyindex import registrations
     from instep.pyindex.model import Registration, Symbol, SymbolKind
@@ -125,5 +125,5 @@ def test_a_registrar_given_a_role_only_in_the_table_gets_that_role(monkeypatch):
         new=sym,
     )
     ref = Reference(CouplingKind.REGISTRATION, "op:aten.add", "d.py", 1, "register_npu_lowering")
-    assert analysis._same_registration(change, ref, "register_npu_lowering", None)
-    assert not analysis._same_registration(change, ref, "register_kernel", None)
+    assert facts._same_registration(change, ref, "register_npu_lowering", None)
+    assert not facts._same_registration(change, ref, "register_kernel", None)

@@ -32,7 +32,7 @@ from instep.impact.model import CouplingKind, Reference
 from instep.pyindex.model import Symbol, module_of
 
 if TYPE_CHECKING:
-    from instep.impact.downstream.coupling_index import DownstreamFunction
+    from instep.impact.downstream.records import DownstreamFunction
 
 STOP_GRAM = 40  # a gram in more upstream functions than this is not used to find candidates
 SAME_NAME_FACTOR = 0.75  # a same-name copy needs only 3/4 of the threshold (0.45 for 0.6)
@@ -225,53 +225,65 @@ def find_forked_functions(
     inverted = {g: c for g, c in inverted.items() if len(c) <= STOP_GRAM}
     found: list[tuple[DownstreamFunction, Reference]] = []
     for fn in functions:
-        fp = fn.fingerprint
-        if len(fp) < MIN_GRAMS:
+        ref = _best_fork(fn, prints, inverted, by_symbol, threshold)
+        if ref is not None:
+            found.append((fn, ref))
+    return _innermost(found)
+
+
+def _best_fork(
+    fn: DownstreamFunction,
+    prints: list[tuple[Symbol, str, Fingerprint]],
+    inverted: dict[int, list[int]],
+    by_symbol: dict[int, list[int]],
+    threshold: float,
+) -> Reference | None:
+    """The FORK reference of one downstream function to its best upstream match, if any."""
+    fp = fn.fingerprint
+    if len(fp) < MIN_GRAMS:
+        return None
+    hits: Counter[int] = Counter()
+    for g in fp.grams:
+        cands = inverted.get(g)
+        if cands:
+            hits.update(cands)
+    if not hits:
+        return None
+    best: tuple[float, int, int] | None = None  # (sim, same-name, -idx)
+    for idx, _ in hits.most_common(8):
+        usym, _, ufp = prints[idx]
+        sim = similarity(fp, ufp)
+        same = usym.qualname.rsplit(".", 1)[-1] == fn.qualname.rsplit(".", 1)[-1]
+        if sim < (threshold * SAME_NAME_FACTOR if same else threshold):
             continue
-        hits: Counter[int] = Counter()
-        for g in fp.grams:
-            cands = inverted.get(g)
-            if cands:
-                hits.update(cands)
-        if not hits:
-            continue
-        best: tuple[float, int, int] | None = None  # (sim, same-name, -idx)
-        for idx, _ in hits.most_common(8):
-            usym, _, ufp = prints[idx]
-            sim = similarity(fp, ufp)
-            same = usym.qualname.rsplit(".", 1)[-1] == fn.qualname.rsplit(".", 1)[-1]
-            if sim < (threshold * SAME_NAME_FACTOR if same else threshold):
-                continue
-            key = (round(sim, 6), int(same), -idx)
-            if best is None or key > best:
-                best = key
-        if best is None:
-            continue
-        usym, version, _ = prints[-best[2]]
-        # when both versions match equally, prefer 'old' (the copy predates the change)
-        sims = {prints[j][1]: similarity(fp, prints[j][2]) for j in by_symbol[id(usym)]}
-        if sims.get("old", -1) >= sims.get("new", -1):
-            version = "old" if "old" in sims else version
-        sim = max(sims.values())
-        found.append(
-            (
-                fn,
-                Reference(
-                    CouplingKind.FORK,
-                    usym.dotted,
-                    fn.path,
-                    fn.line,
-                    fn.snippet,
-                    detail=f"function: {sim:.0%} similar to {usym.ref} ({version})",
-                    owner=fn.qualname,
-                    signature=fn.signature,
-                    body_hash=fn.body_hash,
-                    similarity=round(sim, 3),
-                    matched_version=version,
-                ),
-            )
-        )
-    # a def that only matches because a nested def is the copy: keep the nested one
+        key = (round(sim, 6), int(same), -idx)
+        if best is None or key > best:
+            best = key
+    if best is None:
+        return None
+    usym, version, _ = prints[-best[2]]
+    # when both versions match equally, prefer 'old' (the copy predates the change)
+    sims = {prints[j][1]: similarity(fp, prints[j][2]) for j in by_symbol[id(usym)]}
+    if sims.get("old", -1) >= sims.get("new", -1):
+        version = "old" if "old" in sims else version
+    sim = max(sims.values())
+    return Reference(
+        CouplingKind.FORK,
+        usym.dotted,
+        fn.path,
+        fn.line,
+        fn.snippet,
+        detail=f"function: {sim:.0%} similar to {usym.ref} ({version})",
+        owner=fn.qualname,
+        signature=fn.signature,
+        body_hash=fn.body_hash,
+        similarity=round(sim, 3),
+        matched_version=version,
+    )
+
+
+def _innermost(found: list[tuple[DownstreamFunction, Reference]]) -> list[Reference]:
+    """A def that only matches because a nested def is the copy: keep the nested one."""
     spans: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
     for fn, r in found:
         spans[(fn.path, r.target)].append((fn.line, fn.end_line))

@@ -303,71 +303,85 @@ def _if_gates(
     if len(text) > 200:
         text = text[:197] + "..."
     if rng is not None:
+        _version_if_gates(stmt, rest, rng, partial, text, path, spans)
+    elif probe is not None:
+        _hasattr_if_gates(stmt, probe[0], text, path, spans)
+
+
+def _version_if_gates(
+    stmt: ast.If,
+    rest: list[ast.stmt],
+    rng: Range,
+    partial: bool,
+    text: str,
+    path: str,
+    spans: list[GateSpan],
+) -> None:
+    """``if torch >= X``: the body, the else branch, and the code after an early exit."""
+    spans.append(
+        GateSpan(
+            _gate(
+                path,
+                stmt.lineno,
+                text,
+                "version_compare",
+                rng,
+                note="partial" if partial else "",
+            ),
+            stmt.body[0].lineno,
+            _block_end(stmt.body),
+        )
+    )
+    neg = None if partial else _negate(rng)
+    if stmt.orelse and neg is not None:
+        spans.append(
+            GateSpan(
+                _gate(path, stmt.lineno, f"not ({text})", "version_compare", neg, note="else"),
+                stmt.orelse[0].lineno,
+                _block_end(stmt.orelse),
+            )
+        )
+    if _is_exit(stmt.body) and rest and neg is not None:  # early return guard
         spans.append(
             GateSpan(
                 _gate(
                     path,
                     stmt.lineno,
-                    text,
+                    f"not ({text})",
                     "version_compare",
-                    rng,
-                    note="partial" if partial else "",
+                    neg,
+                    note="after early exit",
                 ),
-                stmt.body[0].lineno,
-                _block_end(stmt.body),
+                rest[0].lineno,
+                _block_end(rest),
             )
         )
-        neg = None if partial else _negate(rng)
-        if stmt.orelse and neg is not None:
-            spans.append(
-                GateSpan(
-                    _gate(path, stmt.lineno, f"not ({text})", "version_compare", neg, note="else"),
-                    stmt.orelse[0].lineno,
-                    _block_end(stmt.orelse),
-                )
-            )
-        if _is_exit(stmt.body) and rest and neg is not None:  # early return guard
-            spans.append(
-                GateSpan(
-                    _gate(
-                        path,
-                        stmt.lineno,
-                        f"not ({text})",
-                        "version_compare",
-                        neg,
-                        note="after early exit",
-                    ),
-                    rest[0].lineno,
-                    _block_end(rest),
-                )
-            )
-        return
-    if probe is not None:
-        neg, _ = probe
+
+
+def _hasattr_if_gates(stmt: ast.If, neg: bool, text: str, path: str, spans: list[GateSpan]) -> None:
+    """``if hasattr(upstream, "x")``: the body and the else branch."""
+    spans.append(
+        GateSpan(
+            _gate(path, stmt.lineno, text, "hasattr", None, note="absent" if neg else "present"),
+            stmt.body[0].lineno,
+            _block_end(stmt.body),
+        )
+    )
+    if stmt.orelse:
         spans.append(
             GateSpan(
                 _gate(
-                    path, stmt.lineno, text, "hasattr", None, note="absent" if neg else "present"
+                    path,
+                    stmt.lineno,
+                    f"not ({text})",
+                    "hasattr",
+                    None,
+                    note="present" if neg else "absent",
                 ),
-                stmt.body[0].lineno,
-                _block_end(stmt.body),
+                stmt.orelse[0].lineno,
+                _block_end(stmt.orelse),
             )
         )
-        if stmt.orelse:
-            spans.append(
-                GateSpan(
-                    _gate(
-                        path,
-                        stmt.lineno,
-                        f"not ({text})",
-                        "hasattr",
-                        None,
-                        note="present" if neg else "absent",
-                    ),
-                    stmt.orelse[0].lineno,
-                    _block_end(stmt.orelse),
-                )
-            )
 
 
 def _try_gates(stmt: ast.stmt, path: str, spans: list[GateSpan]) -> None:

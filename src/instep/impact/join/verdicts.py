@@ -1,10 +1,11 @@
 """Decide Check / Test / Shim for each coupling and for each unit, from documented rules.
 
-A coupling's verdict comes from the first rule of ``verdict_rules.toml`` (beside this module) whose
-conditions hold for facts computed here from the evidence (the downstream reference and
-the upstream change); the unit's verdict aggregates its couplings. Rationales are
-rendered from the rules' texts (English or Chinese). This module does not find
-couplings; :mod:`instep.impact.analysis` joins changes and references and calls it.
+A coupling's verdict comes from the first rule of ``verdict_rules.toml`` (beside this
+module) whose conditions hold for the facts :mod:`instep.impact.join.facts` computes
+from the evidence (the downstream reference and the upstream change); the unit's verdict
+aggregates its couplings. Rationales are rendered from the rules' texts (English or
+Chinese). This module does not find couplings (:mod:`instep.impact.join.matchers`) nor
+compute facts.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
+from instep.impact.join.facts import facts_for
 from instep.impact.model import (
     Action,
     ChangeKind,
@@ -27,19 +29,7 @@ from instep.impact.model import (
     Tristate,
     UpstreamChange,
 )
-from instep.pyindex.model import SymbolKind
-from instep.pyindex.signatures import call_problems, incompatibilities, same_parameters
 from instep.tomlfile import parse_toml
-
-# Kinds whose downstream function is *called by upstream code* in place of upstream's own
-# (a fork is a copy the downstream calls itself: its signature only matters to it).
-REPLACING_KINDS = frozenset(
-    {
-        CouplingKind.SUBCLASS_OVERRIDE,
-        CouplingKind.MONKEYPATCH,
-        CouplingKind.REGISTRATION,
-    }
-)
 
 
 @dataclass(frozen=True)
@@ -85,94 +75,6 @@ def rules() -> tuple[Rule, ...]:
     if not out or out[-1].kinds or out[-1].changes or out[-1].facts:
         raise ValueError("verdict_rules.toml must end with an unconditional default rule")
     return tuple(out)
-
-
-def _version_at_least(version: tuple[int, ...] | None, floor: tuple[int, ...]) -> bool:
-    return version is not None and version[: len(floor)] >= floor
-
-
-def facts_for(
-    change: SymbolChange,
-    ref: Reference,
-    kind: CouplingKind,
-    new_version: tuple[int, ...] | None,
-    extra: frozenset[str] = frozenset(),
-) -> tuple[frozenset[str], list[str]]:
-    """The facts that rules test, and the signature problems found (for the text)."""
-    facts = set(extra)
-    problems: list[str] = []
-    gate = ref.gate
-    if gate is not None:
-        if gate.kind in ("hasattr", "try_import"):
-            facts.add("guarded")
-        if gate.min_version and (
-            _version_at_least(new_version, gate.min_version)
-            or (new_version is None and gate.kind == "compat_comment")
-        ):
-            facts.add("gated_for_new")
-        if gate.max_version and _version_at_least(new_version, gate.max_version):
-            facts.add("old_only")
-    old_sig = change.old.signature if change.old is not None else None
-    new_sig = change.new.signature if change.new is not None else None
-    if change.aspects == {ChangeKind.ANNOTATION}:
-        facts.add("only_annotations")
-    if kind in REPLACING_KINDS and (ref.signature is not None or ref.body_hash is not None):
-        facts.add("has_replacement")
-        if ref.signature is not None and new_sig is not None:
-            method = change.symbol_kind is SymbolKind.METHOD
-            problems = incompatibilities(ref.signature, new_sig, method=method)
-            before = incompatibilities(ref.signature, old_sig, method=method) if old_sig else []
-            fresh = [p for p in problems if p not in before]
-            if fresh:
-                facts.add("incompatible")  # the change made the replacement stop fitting
-                problems = fresh
-            elif problems:
-                facts.add("incompatible_before")  # it did not fit the old signature either
-            if same_parameters(ref.signature, new_sig):
-                facts.add("same_as_new")
-    if (
-        kind is CouplingKind.IMPORT_USE
-        and "called_directly" in facts
-        and ref.call_shapes is not None
-        and ChangeKind.SIGNATURE in change.aspects
-    ):
-        fit, broken = _calls_against(change, ref.call_shapes)
-        if broken:
-            facts.add("call_breaks")
-            problems = broken
-        elif fit:
-            facts.add("calls_fit")
-    if ref.calls_original:
-        facts.add("calls_original")
-    if ref.matched_version == "old":
-        facts.add("fork_old")
-    elif ref.matched_version == "new":
-        facts.add("fork_new")
-    return frozenset(facts), problems
-
-
-def _calls_against(change: SymbolChange, shapes: tuple[str, ...]) -> tuple[bool, list[str]]:
-    """(every call binds to the new signature, why a call that bound to the old one does
-    not bind to the new). A call whose binding cannot be told (unpacked arguments) proves
-    nothing; nor, for a method, does one that did not bind to the old signature either
-    (``Cls.m(obj, ...)`` passes self: it would be miscounted)."""
-    if not shapes:
-        return True, []  # named, never called: no call to break
-    if change.symbol_kind not in (SymbolKind.FUNCTION, SymbolKind.METHOD):
-        return False, []  # a class's "signature" is its bases: calls go to its __init__
-    old = change.old.signature if change.old is not None else None
-    new = change.new.signature if change.new is not None else None
-    if old is None or new is None:
-        return False, []
-    method = change.symbol_kind is SymbolKind.METHOD
-    fit = True
-    for shape in shapes:
-        before = call_problems(shape, old, method=method)
-        after = call_problems(shape, new, method=method)
-        if before == [] and after:
-            return False, [f"a call there {p}" for p in after]
-        fit = fit and after == [] and (before == [] or not method)
-    return fit, []
 
 
 def decide(

@@ -1,0 +1,275 @@
+"""Every fact a verdict rule (``verdict_rules.toml``, beside this module) reads, computed
+from the evidence: the downstream reference, the upstream change and, for the facts that
+need the rest of the tree, what the join knows (the resolver, the overridden members,
+the names a file uses).
+
+:func:`facts_for` is what :func:`~instep.impact.join.verdicts.decide` calls for every
+coupling; the join computes the tree-level facts here too (``registration_facts``,
+``override_facts``, ``member_facts``, :class:`DeadFallback`) and passes them as extra
+facts. Nothing here matches references to changes or picks a rule.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from instep.impact.model import ChangeKind, CouplingKind, Reference, SymbolChange
+from instep.pyindex.model import SymbolKind
+from instep.pyindex.registrations import FALLBACK_CALLS, OVERRIDE_DECOMP, role_of
+from instep.pyindex.signatures import call_problems, incompatibilities, same_parameters
+
+_OVERLOAD_RE = re.compile(r"\(\.(\w+)\)")
+
+# Kinds whose downstream function is *called by upstream code* in place of upstream's own
+# (a fork is a copy the downstream calls itself: its signature only matters to it).
+REPLACING_KINDS = frozenset(
+    {
+        CouplingKind.SUBCLASS_OVERRIDE,
+        CouplingKind.MONKEYPATCH,
+        CouplingKind.REGISTRATION,
+    }
+)
+
+
+def _version_at_least(version: tuple[int, ...] | None, floor: tuple[int, ...]) -> bool:
+    return version is not None and version[: len(floor)] >= floor
+
+
+def facts_for(
+    change: SymbolChange,
+    ref: Reference,
+    kind: CouplingKind,
+    new_version: tuple[int, ...] | None,
+    extra: frozenset[str] = frozenset(),
+) -> tuple[frozenset[str], list[str]]:
+    """The facts that rules test, and the signature problems found (for the text)."""
+    facts = set(extra)
+    problems: list[str] = []
+    gate = ref.gate
+    if gate is not None:
+        if gate.kind in ("hasattr", "try_import"):
+            facts.add("guarded")
+        if gate.min_version and (
+            _version_at_least(new_version, gate.min_version)
+            or (new_version is None and gate.kind == "compat_comment")
+        ):
+            facts.add("gated_for_new")
+        if gate.max_version and _version_at_least(new_version, gate.max_version):
+            facts.add("old_only")
+    old_sig = change.old.signature if change.old is not None else None
+    new_sig = change.new.signature if change.new is not None else None
+    if change.aspects == {ChangeKind.ANNOTATION}:
+        facts.add("only_annotations")
+    if kind in REPLACING_KINDS and (ref.signature is not None or ref.body_hash is not None):
+        facts.add("has_replacement")
+        if ref.signature is not None and new_sig is not None:
+            method = change.symbol_kind is SymbolKind.METHOD
+            problems = incompatibilities(ref.signature, new_sig, method=method)
+            before = incompatibilities(ref.signature, old_sig, method=method) if old_sig else []
+            fresh = [p for p in problems if p not in before]
+            if fresh:
+                facts.add("incompatible")  # the change made the replacement stop fitting
+                problems = fresh
+            elif problems:
+                facts.add("incompatible_before")  # it did not fit the old signature either
+            if same_parameters(ref.signature, new_sig):
+                facts.add("same_as_new")
+    if (
+        kind is CouplingKind.IMPORT_USE
+        and "called_directly" in facts
+        and ref.call_shapes is not None
+        and ChangeKind.SIGNATURE in change.aspects
+    ):
+        fit, broken = _calls_against(change, ref.call_shapes)
+        if broken:
+            facts.add("call_breaks")
+            problems = broken
+        elif fit:
+            facts.add("calls_fit")
+    if ref.calls_original:
+        facts.add("calls_original")
+    if ref.matched_version == "old":
+        facts.add("fork_old")
+    elif ref.matched_version == "new":
+        facts.add("fork_new")
+    return frozenset(facts), problems
+
+
+def _calls_against(change: SymbolChange, shapes: tuple[str, ...]) -> tuple[bool, list[str]]:
+    """(every call binds to the new signature, why a call that bound to the old one does
+    not bind to the new). A call whose binding cannot be told (unpacked arguments) proves
+    nothing; nor, for a method, does one that did not bind to the old signature either
+    (``Cls.m(obj, ...)`` passes self: it would be miscounted)."""
+    if not shapes:
+        return True, []  # named, never called: no call to break
+    if change.symbol_kind not in (SymbolKind.FUNCTION, SymbolKind.METHOD):
+        return False, []  # a class's "signature" is its bases: calls go to its __init__
+    old = change.old.signature if change.old is not None else None
+    new = change.new.signature if change.new is not None else None
+    if old is None or new is None:
+        return False, []
+    method = change.symbol_kind is SymbolKind.METHOD
+    fit = True
+    for shape in shapes:
+        before = call_problems(shape, old, method=method)
+        after = call_problems(shape, new, method=method)
+        if before == [] and after:
+            return False, [f"a call there {p}" for p in after]
+        fit = fit and after == [] and (before == [] or not method)
+    return fit, []
+
+
+# --- facts the join computes from the whole tree ------------------------------------
+
+
+def _registration_parts(detail: str) -> tuple[str, str | None]:
+    """(registrar, overload) from a downstream registration reference's detail."""
+    registrar = detail.split(" ", 1)[0] if detail else ""
+    m = _OVERLOAD_RE.search(detail or "")
+    return registrar, (m.group(1) if m else None)
+
+
+def _same_registration(c: SymbolChange, r: Reference, registrar: str, overload: str | None) -> bool:
+    """Does the downstream registration (its ``registrar`` and ``overload``, from
+    :func:`_registration_parts`) replace the upstream one (same role and overload)?"""
+    role = role_of(registrar)
+    if role is None:
+        return False
+    key = r.target.removeprefix("op:")
+    for sym in (c.new, c.old):
+        if sym is None:
+            continue
+        for reg in sym.registrations:
+            same_role = role_of(reg.registrar) == role
+            if reg.key == key and same_role and reg.overload == overload:
+                return True
+    return False
+
+
+def _falls_back(registrar: str) -> bool:
+    """A downstream registrar that sends the op to its eager kernel (``make_fallback``,
+    the ``fallbacks`` table), not one that generates a lowering (``register_pointwise``)."""
+    return registrar in FALLBACK_CALLS or registrar == "table:fallbacks"
+
+
+def registration_facts(c: SymbolChange, r: Reference) -> tuple[bool, frozenset[str]]:
+    """Whether a downstream registration of a changed upstream key replaces upstream's
+    (same role and overload), and its facts: ``other_role``, ``masked_by_fallback`` and
+    those of :func:`_registration_interplay`."""
+    registrar, overload = _registration_parts(r.detail)
+    same = _same_registration(c, r, registrar, overload)
+    if not same:
+        role = frozenset({"other_role"})
+    elif r.signature is None and r.body_hash is None and _falls_back(registrar):
+        role = frozenset({"masked_by_fallback"})  # no function of its own
+    else:
+        role = frozenset()
+    return same, role | _registration_interplay(c, r, registrar, overload)
+
+
+def _registration_interplay(
+    c: SymbolChange, r: Reference, registrar: str, overload: str | None
+) -> frozenset[str]:
+    """Facts of an upstream registration change meeting a downstream registration of the
+    same key, beyond the roles (see join/verdict_rules.toml):
+
+    * ``whole_upstream_table``: upstream added or removed a whole op table (a module-level
+      dict/list/set of ops that is no known registry) that the downstream does not write;
+    * ``decomposition_meets_fallback``: upstream now decomposes the op and the downstream
+      calls ``make_fallback`` on it without ``override_decomp``: upstream make_fallback
+      raises "both a fallback and a decomp for same op" when the decomposition is in
+      Inductor's table;
+    * ``decomposition_bypasses_lowering``: upstream now decomposes the op that the
+      downstream lowers: the decomposition runs first, the lowering may no longer be
+      reached;
+    * ``decomposition_removed``: upstream no longer decomposes the op the downstream lowers
+      or falls back on: the downstream code now receives it.
+    """
+    key = r.target.removeprefix("op:")
+    old = [g for g in (c.old.registrations if c.old else ()) if g.key == key]
+    new = [g for g in (c.new.registrations if c.new else ()) if g.key == key]
+    facts: set[str] = set()
+    if (
+        c.kind in (ChangeKind.ADDED, ChangeKind.REMOVED)
+        and (old or new)
+        and all(
+            g.registrar.startswith("table:")
+            and role_of(g.registrar) is None
+            and g.registrar != registrar
+            for g in (*old, *new)
+        )
+    ):
+        facts.add("whole_upstream_table")
+
+    def decomposes(regs: list) -> bool:
+        return any(
+            role_of(g.registrar) == "decomposition"
+            and (g.overload is None or overload is None or g.overload == overload)
+            for g in regs
+        )
+
+    lowers = role_of(registrar) == "lowering"
+    if decomposes(new) and not decomposes(old):
+        if registrar in FALLBACK_CALLS:
+            if f"[{OVERRIDE_DECOMP}]" not in r.detail:
+                facts.add("decomposition_meets_fallback")
+        elif lowers:
+            facts.add("decomposition_bypasses_lowering")
+    elif decomposes(old) and not decomposes(new) and lowers:
+        facts.add("decomposition_removed")
+    return frozenset(facts)
+
+
+def override_facts(c: SymbolChange, r: Reference, resolver, overridden) -> frozenset[str]:
+    """``callers_overridden`` when the downstream class overrides every upstream caller."""
+    if r.kind is not CouplingKind.SUBCLASS_OVERRIDE or ChangeKind.SIGNATURE not in c.aspects:
+        return frozenset()
+    if c.symbol_kind is not SymbolKind.METHOD or not r.owner or "." not in r.owner:
+        return frozenset()
+    owner_cls = r.owner.rsplit(".", 1)[0]
+    cls_qual, member = c.qualname.rsplit(".", 1)
+    callers: set[str] = set()
+    for mod, qual in resolver.ancestors(c.module, cls_qual):
+        idx = resolver.index(mod)
+        if idx is None:
+            continue
+        for q, sym in idx.symbols.items():
+            if q.startswith(qual + ".") and f"self.{member}" in sym.calls:
+                callers.add(q.rsplit(".", 1)[1])
+    if callers and all((owner_cls, name) in overridden for name in callers):
+        return frozenset({"callers_overridden"})
+    return frozenset()
+
+
+def member_facts(
+    c: SymbolChange, member: str, names_in_file: Callable[[], frozenset[str]]
+) -> frozenset[str]:
+    """Facts of a class use whose ``member`` changed: calling the class calls its
+    ``__init__``; a member the file never names (``.member``, ``"member"``: the names
+    ``names_in_file()`` gives, read only when needed) is not called there, so a signature
+    change cannot break a call there."""
+    if member == "__init__":
+        return frozenset({"called_directly"})
+    if ChangeKind.SIGNATURE in c.aspects and member not in names_in_file():
+        return frozenset({"member_not_named"})
+    return frozenset()
+
+
+class DeadFallback:
+    """``old_only`` for an ``except ImportError`` branch whose ``try`` imports all exist in
+    the new upstream: the new torch never runs it (compat code for older ones)."""
+
+    def __init__(self, resolver, roots: frozenset[str]) -> None:
+        self.resolver = resolver
+        self.roots = roots
+        self.memo: dict[tuple[str, ...], bool] = {}
+
+    def __call__(self, gate) -> bool:
+        needs = gate.requires
+        if needs not in self.memo:
+            self.memo[needs] = all(
+                t.split(".", 1)[0] in self.roots and self.resolver.defined(self.resolver.resolve(t))
+                for t in needs
+            )
+        return self.memo[needs]
