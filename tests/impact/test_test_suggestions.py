@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from instep.impact.join.test_suggestions import DownstreamTests, imported_names, suggested_tests
+from instep.impact.join.test_suggestions import DownstreamTests, suggested_tests
 from instep.impact.model import Action, Coupling, CouplingKind, Risk, Tristate, UpstreamChange
+from instep.pyindex.test_imports import imported_names
 
 
 def test_imported_names_reads_every_import_form():

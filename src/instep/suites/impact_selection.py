@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from instep.impact.join.test_suggestions import imported_names
 from instep.impact_json import unit_priority
+from instep.pyindex.test_imports import imported_names
 
 #: changed names too common to narrow a test file by (they name nothing in particular)
 _GENERIC = frozenset({"__init__", "__call__", "forward", "run", "call", "main", "setup"})
