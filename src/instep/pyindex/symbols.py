@@ -219,13 +219,6 @@ def _digest(tokens: list[str]) -> str:
     ).hexdigest()
 
 
-def normalised_hash(nodes: list) -> str:
-    """Hash of AST nodes ignoring positions, comments and formatting."""
-    out: list[str] = []
-    _serialise(nodes, out, None)
-    return _digest(out)
-
-
 def call_name(func: ast.expr) -> str | None:
     """Dotted name of a called expression: 'foo', 'self.bar', 'super.m', None if dynamic."""
     parts: list[str] = []

@@ -358,8 +358,3 @@ def find_forked_files(
             )
         )
     return out
-
-
-def fingerprints_of(functions: Iterable[DownstreamFunction]) -> dict[str, Fingerprint]:
-    """qualified 'path::qualname' -> fingerprint (for callers that cache or compare)."""
-    return {f"{f.path}::{f.qualname}": f.fingerprint for f in functions}
