@@ -171,6 +171,20 @@ def test_the_loop_in_three_commands(loop):
         stored = {o.case: o.evidence["culprits"] for o in store.outcome_records(run.id)}
     assert {c: v[0]["pr"] for c, v in stored.items()} == EXPECTED
 
+    # the evidence bundle's issue text names the culprit with its PR number
+    case = "tests/test_lowering.py::test_expand_lowering"
+    bundle = [sys.executable, "-m", "instep", "bundle", case, "--run", "loop", "--no-rerun"]
+    bundle += ["--out", str(root / "bundles"), "--db", str(root / "store.db")]
+    made = subprocess.run(bundle, env=env, capture_output=True, text=True, cwd=root, timeout=300)
+    assert made.returncode == 0, made.stderr
+    [issue] = (root / "bundles").glob("*/ISSUE.md")
+    text = issue.read_text(encoding="utf-8")
+    section = text.split("## Likely upstream cause", 1)[1].split("\n## ", 1)[0]
+    assert "PR #201: [inductor] expand lowering takes implicit" in section
+    assert (
+        "registration `torch/_inductor/lowering.py::expand` -> `npu_like/lowering.py:8`" in section
+    )
+
 
 def test_run_impact_bad_input(loop, tmp_path):
     root, report_path = loop

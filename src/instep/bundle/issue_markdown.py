@@ -169,6 +169,8 @@ LABELS: dict[str, dict[str, str]] = {
         "not_reproduced": "the re-run gave a different result than the stored outcome",
         "rerun_skipped": "not run",
         "skipped_files": "Left out of the bundle",
+        "culprit": "Likely upstream cause (instep triage --impact)",
+        "culprit_coupling": "through",
     },
     "zh": {
         "environment": "环境",
@@ -215,6 +217,8 @@ LABELS: dict[str, dict[str, str]] = {
         "not_reproduced": "复跑结果与记录的结果不同",
         "rerun_skipped": "未复跑",
         "skipped_files": "未放入证据包的文件",
+        "culprit": "可能的上游原因（instep triage --impact）",
+        "culprit_coupling": "经由",
     },
 }
 
@@ -303,6 +307,10 @@ def render_issue(facts: IssueFacts, lang: str = "en") -> str:
     out += _stage_lines(o, t)
     out.append("")
 
+    culprits = (o.get("evidence") or {}).get("culprits") or []
+    if culprits:
+        out += [f"## {t['culprit']}", "", *_culprit_lines(culprits, t), ""]
+
     out += [f"## {t['artifacts']}", ""]
     for kind, label in art.items():
         if kind == "device_logs":
@@ -371,6 +379,24 @@ def render_issue(facts: IssueFacts, lang: str = "en") -> str:
         out.append(t["fill"])
     out.append("")
     return "\n".join(out)
+
+
+def _culprit_lines(culprits: list[dict[str, Any]], t: dict[str, str]) -> list[str]:
+    """The upstream units triage tied the failure to, best first, with their evidence."""
+    lines = []
+    for c in culprits:
+        pr = f"PR #{c['pr']}: " if c.get("pr") else ""
+        title = c.get("title") or c.get("unit")
+        lines.append(f"- {pr}{title} (`{c.get('unit')}`): {c.get('action')}, {c.get('confidence')}")
+        coupling = c.get("coupling") or {}
+        if coupling.get("downstream"):
+            lines.append(
+                f"  - {t['culprit_coupling']} {coupling.get('kind')} `{coupling.get('upstream')}`"
+                f" -> `{coupling.get('downstream')}`"
+            )
+        for e in (c.get("evidence") or [])[:3]:
+            lines.append(f"  - {e.get('detail')}")
+    return lines
 
 
 def _matrix_lines(matrix: dict[str, Any]) -> list[str]:
