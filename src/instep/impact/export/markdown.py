@@ -28,7 +28,6 @@ def _analysis(unit: Impact, lang: str, max_evidence: int) -> str:
 def render_markdown(report: ImpactReport, max_evidence: int = 6) -> str:
     lang = lang_of(report.lang)
     h = HEADINGS[lang]
-    yn = YES_NO[lang]
     up = report.upstream
     lines = [f"# {h['title']}", ""]
     lines.append(
@@ -39,9 +38,24 @@ def render_markdown(report: ImpactReport, max_evidence: int = 6) -> str:
     if report.generated_at:
         lines.append(f"- generated: {report.generated_at}")
     lines.append("")
+    lines += _summary(report, lang)
+    lines += ["", f"## {h['units']}", ""]
+    lines += _unit_table(report, lang, max_evidence)
+    if report.compat_debt:
+        lines += ["", f"## {h['debt']}", ""]
+        for debt in report.compat_debt:
+            lines.append(f"- `{debt['at']}` `{_cell(debt['condition'])}`: {debt['reason']}")
+    if report.warnings:
+        lines += ["", f"## {h['warnings']}", ""]
+        lines += [f"- {_cell(w)}" for w in report.warnings]
+    return "\n".join(lines) + "\n"
 
+
+def _summary(report: ImpactReport, lang: str) -> list[str]:
+    """The summary tables: by stage and action, by risk, by coupling kind, hotspots."""
+    h = HEADINGS[lang]
     summary = report.summary()
-    lines += [f"## {h['summary']}", "", f"### {h['by_stage']}", ""]
+    lines = [f"## {h['summary']}", "", f"### {h['by_stage']}", ""]
     lines += ["| stage | Check | Test | Shim |", "|---|---:|---:|---:|"]
     for stage, row in summary["by_stage_action"].items():
         lines.append(f"| {stage} | {row['Check']} | {row['Test']} | {row['Shim']} |")
@@ -50,7 +64,6 @@ def render_markdown(report: ImpactReport, max_evidence: int = 6) -> str:
     if summary["by_coupling_kind"]:
         lines += ["", f"### {h['by_kind']}", "", "| kind | couplings |", "|---|---:|"]
         lines += [f"| {k} | {v} |" for k, v in summary["by_coupling_kind"].items()]
-
     hotspots = report.hotspots()
     if hotspots:
         lines += ["", f"### {h['hotspots']}", ""]
@@ -63,11 +76,14 @@ def render_markdown(report: ImpactReport, max_evidence: int = 6) -> str:
             f"{', '.join(x['kinds'])} | {_cell(x['at'])} |"
             for x in hotspots
         ]
+    return lines
 
-    lines += ["", f"## {h['units']}", ""]
+
+def _unit_table(report: ImpactReport, lang: str, max_evidence: int) -> list[str]:
+    """One row per unit, in the seed's column order."""
+    yn = YES_NO[lang]
     cols = COLUMNS[lang]
-    lines.append("| " + " | ".join(cols) + " |")
-    lines.append("|" + "---|" * len(cols))
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for unit in report.units:
         ch = unit.change
         summary_cell = ch.title + (f" (#{ch.pr})" if ch.pr else "")
@@ -88,11 +104,4 @@ def render_markdown(report: ImpactReport, max_evidence: int = 6) -> str:
             )
             + " |"
         )
-    if report.compat_debt:
-        lines += ["", f"## {h['debt']}", ""]
-        for debt in report.compat_debt:
-            lines.append(f"- `{debt['at']}` `{_cell(debt['condition'])}`: {debt['reason']}")
-    if report.warnings:
-        lines += ["", f"## {h['warnings']}", ""]
-        lines += [f"- {_cell(w)}" for w in report.warnings]
-    return "\n".join(lines) + "\n"
+    return lines
