@@ -37,6 +37,10 @@ def loop(tmp_path_factory):
     args = ["impact", "--upstream-git", str(up.path), "--range", "v1..v2"]
     args += ["--downstream", str(root / "down"), "--format", "json", "--out", str(report)]
     assert cli_run([*args, "--no-cache"]) == 0
+    old = run_downstream(root, "v1", "before", "tests")
+    assert old.returncode == 0, old.stdout + old.stderr  # the downstream fits v1
+    new = run_downstream(root, "v2", "after", "tests")
+    assert new.returncode == 1, new.stdout + new.stderr
     return root, report
 
 
@@ -61,10 +65,6 @@ def failures(root: Path, name: str) -> list[dict]:
 
 def test_each_failure_is_attributed_to_the_commit_that_caused_it(loop):
     root, report_path = loop
-    old = run_downstream(root, "v1", "before", "tests")
-    assert old.returncode == 0, old.stdout + old.stderr  # the downstream fits v1
-    new = run_downstream(root, "v2", "after", "tests")
-    assert new.returncode == 1, new.stdout + new.stderr
     failed = failures(root, "after")
     assert {f["case"] for f in failed} == set(EXPECTED)
 
@@ -193,3 +193,20 @@ def test_run_impact_bad_input(loop, tmp_path):
     assert "Traceback" not in ran.stderr
     ran = run_downstream(root, "v2", "bad", "--impact", str(report_path), "--action", "Maybe")
     assert ran.returncode == 2 and "expected actions from Shim, Test, Check" in ran.stderr
+
+
+def test_the_indexed_report_is_cached_by_its_content(loop, tmp_path):
+    root, report_path = loop
+    cache = tmp_path / "culprits"
+    failure = {f["case"]: f for f in failures(root, "after")}["tests/test_hints.py"]
+    first = ImpactReport.load(report_path, cache).attribute(failure)[0]
+    assert len(list(cache.glob("*.pickle"))) == 1
+    again = ImpactReport.load(report_path, cache).attribute(failure)[0]
+    assert again.as_dict() == first.as_dict()
+    changed = tmp_path / "changed.json"  # another report: its own index, never the old one
+    doc = json.loads(report_path.read_text())
+    for unit in doc["units"]:
+        unit["pr"] = 9000 + unit["pr"]
+    changed.write_text(json.dumps(doc))
+    assert ImpactReport.load(changed, cache).attribute(failure)[0].pr == 9203
+    assert len(list(cache.glob("*.pickle"))) == 2

@@ -53,7 +53,8 @@ def triage_command(
     from instep.triage.culprits import ImpactReport, attribute_all, batch_culprit, store_culprits
     from instep.triage.reclassify import reclassify_run
 
-    report = ImpactReport.load(impact_path) if impact_path else None  # bad input: before work
+    cache = app.config.cache_path() / "culprits"  # the indexed report, by its digest
+    report = ImpactReport.load(impact_path, cache) if impact_path else None  # before work
     by_case = {}
     with open_store(app, db, must_exist=True) as store:
         run = store.get_run(run_ref)

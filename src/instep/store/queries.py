@@ -236,24 +236,25 @@ class Store:
         """Write ``by_case[nodeid]`` into ``evidence[key]`` of each final outcome of the run
         (removing the key where the case has no value); returns how many rows changed."""
         changed = 0
-        with self.session() as s:
-            rows = s.execute(
-                select(Outcome, Case.nodeid)
+        with self.engine.begin() as conn:  # only the evidence column is read and written
+            rows = conn.execute(
+                select(Outcome.id, Case.nodeid, Outcome.evidence)
                 .join(Case, Case.id == Outcome.case_id)
                 .where(Outcome.run_id == run_id, Outcome.final.is_(True))
             ).all()
-            for outcome, nodeid in rows:
+            for outcome_id, nodeid, stored in rows:
                 value = by_case.get(nodeid)
-                evidence = dict(outcome.evidence or {})
+                evidence = dict(stored or {})
                 if evidence.get(key) == value:
                     continue
                 if value is None:
                     evidence.pop(key, None)
                 else:
                     evidence[key] = value
-                outcome.evidence = evidence
+                conn.execute(
+                    update(Outcome).where(Outcome.id == outcome_id).values(evidence=evidence)
+                )
                 changed += 1
-            s.commit()
         return changed
 
     def attempts(self, run_id: int) -> dict[str, list[tuple[int, str, bool]]]:

@@ -25,6 +25,9 @@ shares a stage with the failure is never named).
 
 from __future__ import annotations
 
+import hashlib
+import os
+import pickle
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
@@ -47,6 +50,12 @@ SHIM = 2.0
 STAGE_FITS = 1.0
 
 HIGH, MEDIUM = 9.0, 6.0  # confidence thresholds on the score
+
+_UNIT_FIELDS = ("id", "title", "action", "pr", "commit", "stage")
+_COUPLING_FIELDS = ("kind", "upstream", "downstream", "owner", "snippet", "action", "rule")
+_COUPLING_FIELDS += ("problems",)
+#: a cached index is only reused by the code that built it
+_CODE_DIGEST = hashlib.blake2b(Path(__file__).read_bytes(), digest_size=8).digest()
 
 #: Impact stages that a failure filed under a triage layer can come from.
 STAGES_OF_LAYER: dict[str, frozenset[str]] = {
@@ -180,19 +189,57 @@ class ImpactReport:
         if not isinstance(units, list):
             raise BadInput(f"{source}: not an instep impact JSON report (no 'units' list)")
         self.source = source
-        self.units: list[dict[str, Any]] = units
-        self._places: dict[str, list[_Place]] = defaultdict(list)  # by file name
-        self._changed: dict[str, list[_Changed]] = defaultdict(list)  # by file name
+        #: what attribution reads of each unit (the rest of the report stays on disk)
+        self.units: list[dict[str, Any]] = [
+            {
+                **{k: u.get(k) for k in _UNIT_FIELDS},
+                "change_kinds": sorted({str(c.get("change")) for c in u.get("changes") or []}),
+            }
+            for u in units
+        ]
+        #: by file name, then path: a frame's file is compared once per downstream path
+        self._places: dict[str, dict[str, list[_Place]]] = defaultdict(lambda: defaultdict(list))
+        #: by (file name, function name): a frame finds its candidates in one lookup
+        self._changed: dict[tuple[str, str], list[_Changed]] = defaultdict(list)
         self._changed_in: dict[tuple[str, str], list[_Changed]] = defaultdict(list)
         self._owners: dict[str, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
         self._called: dict[str, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
         self._problems: dict[str, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
         for i, unit in enumerate(units):
             self._index_unit(i, unit)
+        self._places = {name: dict(paths) for name, paths in self._places.items()}  # picklable
 
     @classmethod
-    def load(cls, path: str | Path) -> ImpactReport:
-        return cls(load_impact_json(path), str(path))
+    def load(cls, path: str | Path, cache_dir: Path | None = None) -> ImpactReport:
+        """The report at ``path``, indexed; with ``cache_dir``, the index is kept there by
+        the report's digest, so a report read again is not parsed again (14 MB of JSON for
+        a release take 0.2 s)."""
+        if cache_dir is None:
+            return cls(load_impact_json(path), str(path))
+        try:
+            digest = hashlib.blake2b(Path(path).read_bytes(), digest_size=16)
+        except OSError:
+            return cls(load_impact_json(path), str(path))  # the loader's one-line error
+        digest.update(_CODE_DIGEST)
+        cached = cache_dir / f"{digest.hexdigest()}.pickle"
+        try:
+            with cached.open("rb") as fh:
+                report = pickle.load(fh)
+            if isinstance(report, cls):
+                report.source = str(path)
+                return report
+        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ValueError):
+            pass  # absent or stale: build it again
+        report = cls(load_impact_json(path), str(path))
+        try:
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            tmp = cached.with_suffix(f".{os.getpid()}.tmp")
+            with tmp.open("wb") as fh:
+                pickle.dump(report, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            tmp.replace(cached)
+        except OSError:
+            pass  # a read-only cache only costs the next call its parse
+        return report
 
     def _index_unit(self, i: int, unit: dict[str, Any]) -> None:
         for change in unit.get("changes") or []:
@@ -206,13 +253,14 @@ class ImpactReport:
             kind = str(change.get("change"))
             for where, qn in places:
                 c = _Changed(i, where, _module_of(where), qn.rsplit(".", 1)[-1], qn, kind)
-                self._changed[Path(where).name].append(c)
+                self._changed[(_file_name(where), c.name)].append(c)
                 self._changed_in[(c.module, c.name)].append(c)
-        for coupling in unit.get("couplings") or []:
+        for full in unit.get("couplings") or []:
+            coupling = {k: full.get(k) for k in _COUPLING_FIELDS}
             path, line = _split_place(str(coupling.get("downstream", "")))
             owner = coupling.get("owner") or None
             function = owner.rsplit(".", 1)[-1] if owner else None
-            self._places[Path(path).name].append(_Place(i, path, line, function, coupling))
+            self._places[_file_name(path)][path].append(_Place(i, path, line, function, coupling))
             if owner and "." in owner:  # Class.method: the form Python's messages use
                 self._owners[owner].append((i, coupling))
             if owner:  # what a TypeError calls it: "Class.method()" or "function()"
@@ -231,9 +279,12 @@ class ImpactReport:
         def add(unit: int, evidence: Evidence, coupling: dict[str, Any] | None) -> None:
             found.setdefault(unit, _Found()).add(evidence, coupling)
 
-        frames = list(_frames(outcome))
-        for frame in frames:
-            self._tie_frame(frame, add)
+        seen: set[tuple[Any, Any, Any]] = set()
+        for frame in _frames(outcome):
+            key = (frame.get("file"), frame.get("function"), frame.get("line"))
+            if key not in seen:  # recursion and re-raised chains repeat frames
+                seen.add(key)
+                self._tie_frame(frame, add)
         text = _messages(outcome)
         self._tie_text(text, add)
         if not found:
@@ -247,7 +298,7 @@ class ImpactReport:
         out = []
         for i, f in found.items():
             unit = self.units[i]
-            kinds = {str(c.get("change")) for c in unit.get("changes") or []}
+            kinds = set(unit["change_kinds"])
             if arguments and "signature" in kinds:
                 f.add(
                     Evidence(
@@ -310,9 +361,9 @@ class ImpactReport:
         file = str(frame.get("file") or "").replace("\\", "/")
         name = file.rsplit("/", 1)[-1]
         function, line = frame.get("function"), frame.get("line")
-        for place in self._places.get(name, ()):
-            if not _same_file(file, place.path):
-                continue
+        by_path = self._places.get(name) or {}
+        places = [p for path, ps in by_path.items() if _same_file(file, path) for p in ps]
+        for place in places:
             where = f"{place.path}:{line}"
             if place.line is not None and place.line == line:
                 add(
@@ -330,8 +381,8 @@ class ImpactReport:
                     ),
                     place.coupling,
                 )
-        for changed in self._changed.get(name, ()):
-            if changed.name == function and _same_file(file, changed.path):
+        for changed in self._changed.get((name, str(function)), ()):
+            if _same_file(file, changed.path):
                 add(
                     changed.unit,
                     Evidence(
@@ -435,6 +486,10 @@ def _patched_in(snippet: str) -> list[str]:
         return []
     names = [n.rsplit(".", 1)[-1] for n in _DOTTED.findall(value)]
     return [n for n in names if n not in _WRAPPERS]
+
+
+def _file_name(path: str) -> str:
+    return path.rsplit("/", 1)[-1]  # a report's paths are POSIX (Path() is slow here)
 
 
 def _same_file(file: str, relative: str) -> bool:
