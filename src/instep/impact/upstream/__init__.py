@@ -4,6 +4,7 @@
 the changed files; ``file_index`` indexes one file (``instep.pyindex`` for Python,
 ``c_shims`` for C shim headers); ``release_diff`` and ``history_diff`` turn a release or
 a commit range into :class:`~instep.impact.model.SymbolChange` (``symbol_diff`` per file);
-``stages`` maps paths to compile stages; ``resolver`` and ``call_paths`` follow re-exports
-and module-internal calls. Nothing here reads the downstream tree or decides a verdict.
+``stages`` maps paths to compile stages; ``versions`` reads a snapshot's torch version;
+``resolver`` and ``call_paths`` follow re-exports and module-internal calls. Nothing
+here reads the downstream tree or decides a verdict.
 """
