@@ -217,7 +217,7 @@ def _read_lines(out: str) -> list[str]:
 
 
 def per_commit(tmp: Path, commits: int) -> None:
-    """A generated history: 6 files of ~6k lines; each commit edits 1-3 functions."""
+    """A generated history: 6 files of 3,600 lines; each commit edits 1-3 functions."""
     import random
 
     repo = tmp / "hist"

@@ -210,3 +210,27 @@ def test_the_indexed_report_is_cached_by_its_content(loop, tmp_path):
     changed.write_text(json.dumps(doc))
     assert ImpactReport.load(changed, cache).attribute(failure)[0].pr == 9203
     assert len(list(cache.glob("*.pickle"))) == 2
+
+
+def test_upstream_tests_that_import_a_changed_module_are_selected(loop, tmp_path):
+    """`--upstream-tests DIR`: the upstream test modules importing a changed module run,
+    narrowed to the test functions naming a changed symbol; others are left out."""
+    from instep.suites.impact_selection import select_tests
+
+    _, report_path = loop
+    tests = tmp_path / "pytorch" / "test" / "inductor"
+    tests.mkdir(parents=True)
+    (tests / "test_utils.py").write_text(
+        "from torch._inductor import utils\n\n\n"
+        "def test_tflops():\n    assert utils.get_device_tflops\n\n\n"
+        "def test_other():\n    assert utils\n"
+    )
+    (tests / "test_unrelated.py").write_text("import os\n\n\ndef test_x():\n    assert os\n")
+    doc = json.loads(report_path.read_text())
+    hints = next(u for u in doc["units"] if u["pr"] == 203)
+    hints["suggested_tests"] = []  # only the upstream tree can supply its tests
+    doc["units"] = [hints]
+    selection = select_tests(doc, ("Shim",), upstream_tests=tmp_path / "pytorch", cwd=tmp_path)
+    assert selection.paths == ["pytorch/test/inductor/test_utils.py"]
+    assert selection.units_of == {"pytorch/test/inductor/test_utils.py": [hints["id"]]}
+    assert selection.keyword == "test_tflops"

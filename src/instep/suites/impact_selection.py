@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import ast
 import os
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from instep.impact_json import unit_priority
+from instep.pyindex.model import module_of
 from instep.pyindex.test_imports import imported_names
 
 #: changed names too common to narrow a test file by (they name nothing in particular)
@@ -106,8 +106,7 @@ def _changed_modules(unit: dict[str, Any]) -> set[str]:
     for change in unit.get("changes") or []:
         path = str(change.get("symbol", "")).partition("::")[0]
         if path.endswith(".py"):
-            mod = path[:-3].replace("/", ".")
-            out.add(mod.removesuffix(".__init__"))
+            out.add(module_of(path))
     return out
 
 
@@ -157,17 +156,12 @@ def _functions_naming(path: Path, wanted: set[str]) -> list[str]:
     return sorted(set(found))
 
 
-_TEST_FILE = re.compile(r"(^|/)test_[^/]*\.py$")
-
-
 class _TestImports:
     """The test modules under a directory, by the dotted names they import (read once)."""
 
     def __init__(self, root: Path) -> None:
         self.by_name: dict[str, set[Path]] = defaultdict(set)
         for path in sorted(root.rglob("test_*.py")):
-            if not _TEST_FILE.search(path.as_posix()):
-                continue
             try:
                 text = path.read_text(encoding="utf-8", errors="replace")
             except OSError:

@@ -37,6 +37,7 @@ from typing import Any
 
 from instep.errors import BadInput
 from instep.impact_json import load_impact_json
+from instep.pyindex.model import module_of
 
 #: Weights of the evidence, strongest first (see the module docstring).
 PLACE_LINE = 6.0  # the coupled downstream line is a frame
@@ -148,13 +149,6 @@ class Attribution:
         return f"{self.name} [{self.action}, {self.confidence}]: {why}"
 
 
-def _module_of(path: str) -> str:
-    """``torch/_inductor/lowering.py`` -> ``torch._inductor.lowering`` (``__init__`` dropped)."""
-    mod = path[:-3] if path.endswith(".py") else path
-    mod = mod.replace("/", ".")
-    return mod[: -len(".__init__")] if mod.endswith(".__init__") else mod
-
-
 def _split_place(place: str) -> tuple[str, int | None]:
     path, _, line = place.rpartition(":")
     if path and line.isdigit():
@@ -252,7 +246,7 @@ class ImpactReport:
                 places.append((old_path or path, old_name or qualname))
             kind = str(change.get("change"))
             for where, qn in places:
-                c = _Changed(i, where, _module_of(where), qn.rsplit(".", 1)[-1], qn, kind)
+                c = _Changed(i, where, module_of(where), qn.rsplit(".", 1)[-1], qn, kind)
                 self._changed[(_file_name(where), c.name)].append(c)
                 self._changed_in[(c.module, c.name)].append(c)
         for full in unit.get("couplings") or []:
