@@ -155,7 +155,7 @@ def test_failing_now_opens_the_page(dashboard, report_store):
     line = 1 + next(i for i, t in enumerate(DEMO.splitlines()) if "CppCompileError" in t)
     assert new[4] == f"test_demo.py:{line}"
     chained = by_error["outer failure"]
-    assert chained[5] == f"cd {report_store.work} && python -m pytest test_demo.py::test_chained"
+    assert chained[5] == "python -m pytest test_demo.py::test_chained"
     crash = next(r for r in table if "SIGSEGV" in r[3])
     line = 1 + next(i for i, t in enumerate(DEMO.splitlines()) if "string_at" in t)
     assert crash[4] == f"test_demo.py:{line}"  # the test's line, not ctypes' own
@@ -165,10 +165,14 @@ def test_failing_now_opens_the_page(dashboard, report_store):
 
 
 def test_the_reproduce_command_reproduces(dashboard, report_store):
-    table = rows(_html(dashboard / "index.html"), "failing-now-table")
-    command = next(r[5] for r in table if r[3] == "outer failure")
+    html = _html(dashboard / "index.html")
+    command = next(r[5] for r in rows(html, "failing-now-table") if r[3] == "outer failure")
+    where = re.search(r'<code id="reproduce-dir">([^<]+)</code>', html)
+    assert where and Path(where.group(1)) == report_store.work  # named once, above the rows
     (report_store.work / "phase.txt").write_text("2")
-    proc = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        ["bash", "-c", command], cwd=where.group(1), capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 1, proc.stdout
     assert "ValueError: outer failure" in proc.stdout
 

@@ -136,13 +136,22 @@ def is_pytest_node(case: str) -> bool:
     return ".py::" in case or case.endswith(".py")
 
 
-def reproduce_command(case: str, run: dict[str, Any], env: dict[str, str] | None = None) -> str:
-    """A shell command that runs ``case`` again as the run did: its directory, its
-    profile's environment, ``python -m pytest NODE``; a generated case (not a pytest node)
-    gets ``instep bundle CASE --run RUN``, which re-runs it with its evidence."""
+def run_directory(run: dict[str, Any]) -> str | None:
+    """The directory the run's node ids are relative to (pytest's rootdir, else its cwd)."""
     settings = run.get("settings") or {}
     where = settings.get("rootdir") or settings.get("cwd")
-    head = f"cd {shlex.quote(str(where))} && " if where else ""
+    return str(where) if where else None
+
+
+def reproduce_command(
+    case: str, run: dict[str, Any], env: dict[str, str] | None = None, *, in_dir: bool = True
+) -> str:
+    """A shell command that runs ``case`` again as the run did: its directory (left out
+    with ``in_dir=False``, for a page that names it once), its profile's environment,
+    ``python -m pytest NODE``; a generated case (not a pytest node) gets ``instep bundle
+    CASE --run RUN``, which re-runs it with its evidence."""
+    where = run_directory(run) if in_dir else None
+    head = f"cd {shlex.quote(where)} && " if where else ""
     if not is_pytest_node(case):
         return f"{head}instep bundle {shlex.quote(case)} --run {shlex.quote(str(run['name']))}"
     variables = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted((env or {}).items()))

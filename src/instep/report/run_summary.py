@@ -29,6 +29,7 @@ from instep.report.case_view import (
     bundle_command,
     headline,
     reproduce_command,
+    run_directory,
     run_environment,
     user_frame,
 )
@@ -83,6 +84,8 @@ class RunSummary:
     failing_now: list[dict[str, Any]] = field(default_factory=list)
     #: the profile's environment for every test process (part of the reproduce commands)
     environment: dict[str, str] = field(default_factory=dict)
+    #: where the reproduce commands of ``failing_now`` run (the run's directory)
+    workdir: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -188,6 +191,7 @@ def summarize_run(store: Any, run_ref: str, *, history: int = DEFAULT_HISTORY) -
         outcomes={o["case"]: o for o in outcomes},
         failing_now=failing_now(batch_rows, outcomes, previous_rows or [], header, environment),
         environment=environment,
+        workdir=run_directory(header),
     )
 
 
@@ -375,7 +379,7 @@ def failing_now(
                 "page": b["representative_page"],
                 "error": headline(o),
                 "where": user_frame(o, (run.get("settings") or {}).get("cwd")),
-                "command": reproduce_command(case, run, environment) if case else "",
+                "command": reproduce_command(case, run, environment, in_dir=False) if case else "",
                 "bundle": bundle_command(b["batch"], run),
                 "moved": sorted(set(b["moved"].values())),
                 "culprit": batch_culprit(b["cases"], by_case) if b["in_run"] else None,
