@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -37,19 +38,18 @@ def test_cli_prints_the_index_path(instep, report_store, tmp_path):
     assert (tmp_path / "r" / "index.html").is_file()
 
 
-def test_directory_is_self_contained(dashboard):
+def test_directory_is_self_contained_and_light(dashboard):
     index = _html(dashboard / "index.html")
-    plotly_js = dashboard / "assets" / "plotly.min.js"
-    assert plotly_js.stat().st_size > 1_000_000  # the library itself, written once
-    assert "Plotly" in plotly_js.read_text(encoding="utf-8")[:20_000]
     for html in [index] + [_html(p) for p in (dashboard / "cases").iterdir()]:
         sources = re.findall(r'(?:src|href)="([^"]+)"', html)
         assert sources
         for source in sources:  # nothing from the network: relative, #anchors, file://
             assert not re.match(r"(https?:)?//", source), source
-    assert '<script src="assets/plotly.min.js">' in index
-    assert (dashboard / "assets" / "report.js").is_file()
-    assert (dashboard / "assets" / "report.css").is_file()
+    scripts = re.findall(r"<script[^>]*>", index)
+    assert scripts == ['<script src="assets/report.js">']  # no chart library
+    assert sorted(p.name for p in (dashboard / "assets").iterdir()) == ["report.css", "report.js"]
+    size = sum(p.stat().st_size for p in dashboard.rglob("*") if p.is_file())
+    assert size < 1_000_000, size  # 11 cases, 8 case pages
 
 
 def test_every_non_passing_case_has_a_page_linked_from_the_index(dashboard, report_store):
@@ -86,31 +86,31 @@ def test_test_text_is_escaped_everywhere(dashboard):
     assert "test_param[&lt;b&gt;bold&lt;/b&gt;]" in index
 
 
-def test_embedded_json_parses_and_holds_the_figures(dashboard):
-    index = parse(_html(dashboard / "index.html"))
-    figures = {
-        attrs["id"]: json.loads(text)
-        for attrs, text in index.scripts
-        if attrs.get("type") == "application/json"
-    }
-    assert set(figures) == {
-        "figure-trend-rates",
-        "figure-trend-counts",
-        "figure-statuses",
-        "figure-layers",
-    }
-    rates = {t["name"]: t for t in figures["figure-trend-rates"]["data"]}
-    assert rates["pass rate"]["x"] == ["week1", "week2"]
+def _svg_charts(html: str) -> dict[str, str]:
+    return dict(re.findall(r'<figure class="chart" id="chart-([\w-]+)">(.*?)</figure>', html, re.S))
+
+
+def test_trend_charts_are_inline_svg_with_integer_count_axes(dashboard):
+    charts = _svg_charts(_html(dashboard / "index.html"))
+    assert set(charts) == {"trend-rates", "trend-counts"}
+    rates = charts["trend-rates"]
+    line = re.search(r'data-series="pass rate"[^>]*points="([^"]+)"', rates)
+    assert line and len(line.group(1).split()) == 2  # week1, week2
     # week1: 2 passed of 10 run (the skipped case left out); week2: 3 of 10
-    assert rates["pass rate"]["y"] == [20.0, 30.0]
-    assert "compile success rate" in rates and "semantic pass rate" in rates
-    bars = figures["figure-statuses"]["data"][0]
-    assert dict(zip(bars["x"], bars["y"], strict=True)) == {
-        "passed": 3,
-        "failed": 6,
-        "crashed": 1,
-        "skipped": 1,
-    }
+    assert "pass rate, week1: 20 %" in rates and "pass rate, week2: 30 %" in rates
+    counts = charts["trend-counts"]
+    ticks = re.findall(r'<text class="tick"[^>]*text-anchor="end">([^<]+)</text>', counts)
+    assert ticks and all(t.isdigit() for t in ticks), ticks  # counts: whole numbers only
+    assert "failures, week2: 7" in counts
+
+
+def test_one_run_draws_no_trend(report_store, tmp_path):
+    out = tmp_path / "first"
+    assert cli_run(["report", "week1", "--db", str(report_store.db), "--out", str(out)]) == 0
+    html = _html(out / "index.html")
+    assert _svg_charts(html) == {}
+    assert "Trends appear from the second run" in html
+    assert "trend-table" not in html
 
 
 def test_script_json_cannot_end_its_element():
@@ -133,15 +133,48 @@ def test_header_version_matrix_and_metrics(dashboard):
     assert [r[4] for r in trend] == ["2", "3"]  # passed
 
 
-def test_layer_category_matrix(dashboard):
-    matrix = parse(_html(dashboard / "index.html")).tables["layer-matrix"]
-    header, body = matrix[0], matrix[1:]
-    cells = {(r[0], header[i]): r[i] for r in body for i in range(1, len(header) - 1) if r[i]}
-    assert cells[("numerics", "numerics.index_alias")] == "3"
-    assert cells[("kernel_compile", "kernel_compile.cpp_compile_error")] == "1"
-    assert cells[("untriaged", "crash.signal")] == "1"
-    totals = {r[0]: r[-1] for r in body}
-    assert sum(int(v) for v in totals.values()) == 7  # every failing outcome once
+def test_failures_by_layer_are_rows(dashboard):
+    table = {r[0]: r[1:] for r in rows(_html(dashboard / "index.html"), "layer-table")}
+    assert list(table) == ["eager", "kernel_compile", "numerics", "untriaged"]  # pipeline order
+    assert table["numerics"] == ["3", "numerics.index_alias (3)"]
+    assert table["kernel_compile"] == ["1", "kernel_compile.cpp_compile_error (1)"]
+    assert table["untriaged"] == ["1", "crash.signal (1)"]
+    assert sum(int(r[0]) for r in table.values()) == 7  # every failing outcome once
+
+
+def test_failing_now_opens_the_page(dashboard, report_store):
+    html = _html(dashboard / "index.html")
+    assert html.index('id="failing-now-table"') < html.index('id="run"')  # metadata after
+    assert re.search(r'<details id="run"[^>]*>\s*<summary>', html)  # and folded
+    table = rows(html, "failing-now-table")
+    by_error = {r[3]: r for r in table}
+    states = [r[0] for r in table]
+    assert states == ["new"] + ["still failing"] * 4 + ["changed", "fixed"]
+    new = by_error["CppCompileError: C++ compile error in the kernel"]
+    assert new[2] == "kernel_compile"
+    line = 1 + next(i for i, t in enumerate(DEMO.splitlines()) if "CppCompileError" in t)
+    assert new[4] == f"test_demo.py:{line}"
+    chained = by_error["outer failure"]
+    assert chained[5] == "python -m pytest test_demo.py::test_chained"
+    crash = next(r for r in table if "SIGSEGV" in r[3])
+    line = 1 + next(i for i, t in enumerate(DEMO.splitlines()) if "string_at" in t)
+    assert crash[4] == f"test_demo.py:{line}"  # the test's line, not ctypes' own
+    moved = next(r for r in table if r[0] == "changed")
+    assert "aten.foo" in moved[3] and f"now in {new[1].split()[0]}" in moved[3]
+    assert next(r for r in table if r[0] == "fixed")[5] == "fixed"
+
+
+def test_the_reproduce_command_reproduces(dashboard, report_store):
+    html = _html(dashboard / "index.html")
+    command = next(r[5] for r in rows(html, "failing-now-table") if r[3] == "outer failure")
+    where = re.search(r'<code id="reproduce-dir">([^<]+)</code>', html)
+    assert where and Path(where.group(1)) == report_store.work  # named once, above the rows
+    (report_store.work / "phase.txt").write_text("2")
+    proc = subprocess.run(
+        ["bash", "-c", command], cwd=where.group(1), capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 1, proc.stdout
+    assert "ValueError: outer failure" in proc.stdout
 
 
 def test_batches_are_judged_against_the_previous_run(dashboard):
@@ -196,17 +229,26 @@ def test_case_rows_carry_the_filter_data(dashboard, report_store):
         assert {a[f"data-{name}"] for a in attrs.values()} <= options, name
 
 
-def test_case_page_of_a_chained_failure(dashboard):
+def test_case_page_of_a_chained_failure(dashboard, report_store):
     html = _html(dashboard / "cases" / case_page_name(CASE + "test_chained"))
     page = parse(html)
-    assert "ValueError" in html and "KeyError" in html and "outer failure" in html
-    frames = [r for name, t in page.tables.items() if name.startswith("frames-") for r in t]
+    before_report = html.split('id="longrepr"')[0]  # pytest's own report is folded below
+    assert before_report.count("outer failure") == 1  # the error once
+    cause = re.search(r'<details class="cause"><summary>(.*?)</summary>', html, re.S)
+    assert cause and "caused by" in cause.group(1) and "KeyError" in cause.group(1)
+    user = page.tables["frames-1"]  # the user's frames, before any of pytest's
     line = 1 + next(i for i, t in enumerate(DEMO.splitlines()) if "raise ValueError" in t)
-    assert any(r[0].endswith(f"test_demo.py:{line}") and r[1] == "test_chained" for r in frames), (
-        frames
-    )
+    assert user[1][:2] == [f"{report_store.work}/test_demo.py:{line}", "test_chained"]
+    assert all("site-packages" not in r[0] for r in user[1:])
+    facts = dict(page.tables["reproduce"])
+    root = 1 + next(i for i, t in enumerate(DEMO.splitlines()) if "raise KeyError" in t)
+    assert facts["where (your code)"] == f"test_demo.py:{root}"  # nearest the root cause
+    assert facts["reproduce"].endswith("python -m pytest test_demo.py::test_chained")
     triad = page.tables["triad"]
-    assert triad[1] == ["not run", "not run", "not run"]
+    assert triad[1] == [
+        "no leg recorded: this test does not run the triad (only instep's built-in suites"
+        " record the three legs)"
+    ]
     assert "pytest&#39;s report" in html or "pytest's report" in html
 
 
@@ -214,7 +256,16 @@ def test_case_page_of_a_crash_shows_its_output(dashboard):
     html = _html(dashboard / "cases" / case_page_name(CASE + "test_crash"))
     assert "SIGSEGV" in html
     assert "Fatal Python error: Segmentation fault" in html  # the stderr tail
+    assert "no leg recorded: the case ended (crashed, layer untriaged)" in html
     numerics = _html(dashboard / "cases" / case_page_name(CASE + "test_numerics[1]"))
     assert "stderr line 1" in numerics
-    assert "&#34;decided_by&#34;: &#34;rule&#34;" in numerics  # the evidence JSON
+    fields = dict(parse(numerics).tables["evidence-fields"])  # fields, not a JSON dump
+    assert fields["triage.decided_by"] == "rule"
+    evidence = numerics[numerics.index('id="evidence"') :]
+    assert "\\n" not in evidence and "{&#34;" not in evidence
     assert "No artifact stored" in numerics
+
+
+def test_no_internal_references_in_pages(dashboard):
+    for path in [dashboard / "index.html", *(dashboard / "cases").iterdir()]:
+        assert not re.search(r"seed \d|seed 000|section \d", _html(path)), path

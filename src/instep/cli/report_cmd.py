@@ -1,7 +1,7 @@
 """``instep report RUN``: the offline HTML dashboard of a run, or its weekly Markdown summary.
 
 ``--out DIR`` writes ``DIR/index.html``, one page per non-passing case and the assets
-(``instep.report.dashboard``; needs the ``report`` extra: plotly). ``--format md`` prints
+(``instep.report.dashboard``; no extra needed). ``--format md`` prints
 the weekly summary of seed 000 section 7 with the metrics (``instep.report.weekly``), or
 writes it to ``--out FILE``; ``--lang zh`` gives Chinese labels. The store is only read.
 """
@@ -64,10 +64,9 @@ def report_command(
         if out is None:
             raise BadInput("instep report: --out DIR is required for the HTML dashboard")
         # fast CLI start: the library loads when the command runs
-        from instep.report.dashboard import output_directory, require_plotly
+        from instep.report.dashboard import output_directory
 
-        require_plotly()  # before reading anything: a missing extra is said at once
-        output_directory(out)
+        output_directory(out)  # before reading anything: a bad --out is said at once
     with open_store(app, db, must_exist=True) as store:
         summary = summarize_run(store, run_ref, history=history)
     if fmt == "html":

@@ -2,10 +2,10 @@
 
 :func:`write_dashboard` renders a :class:`~instep.report.run_summary.RunSummary` with the
 jinja2 templates in ``templates/`` into a directory that works from ``file://`` with no
-network: the charts are plotly figures whose JavaScript library is written once into
-``assets/plotly.min.js``; the filters and the search box of the case table are plain
-JavaScript in ``static/report.js``. Text that comes from tests (names, messages, output,
-evidence) is escaped by jinja2's autoescape, and JSON embedded in the pages sits in
+network: the few charts are inline SVG drawn by :mod:`instep.report.charts` (no script
+library); the filters and the search box of the case table are plain JavaScript in
+``static/report.js``. Text that comes from tests (names, messages, output, evidence) is
+escaped by jinja2's autoescape, and JSON embedded in the pages sits in
 ``<script type="application/json">`` with every ``<``, ``>`` and ``&`` escaped, so a
 message holding ``</script>`` stays text. Nothing here reads the store.
 """
@@ -24,16 +24,18 @@ import jinja2
 from markupsafe import Markup
 
 from instep import __version__
-from instep.errors import BadInput, require_module
-from instep.report.run_summary import TREND_SERIES, RunSummary, traceback_text, triad_of
-from instep.suites.case_record import LEGS
+from instep.errors import BadInput
+from instep.report import case_view
+from instep.report.charts import count_bar, trend_chart
+from instep.report.run_summary import TREND_SERIES, RunSummary, traceback_text
 
 log = logging.getLogger(__name__)
 
 ASSETS = "assets"
+#: Trend series drawn as counts (compile time, in seconds, is in the metrics table).
+COUNT_SERIES = ("failures", "crashes", "timeouts", "graph_breaks", "fallbacks")
 CASES = "cases"
 STATIC_FILES = ("report.css", "report.js")
-PLOTLY_JS = "plotly.min.js"
 #: Colours of the statuses in the charts and the table (colour-blind friendly enough).
 STATUS_COLOURS = {
     "passed": "#2e7d32",
@@ -45,11 +47,6 @@ STATUS_COLOURS = {
     "xfailed": "#bdbdbd",
     "xpassed": "#00838f",
 }
-LEG_LABELS = {
-    "eager_cpu": "eager CPU",
-    "eager_device": "eager device",
-    "compiled_device": "compiled device",
-}
 
 
 @dataclass
@@ -59,13 +56,6 @@ class Dashboard:
     index: Path
     case_pages: int
     files: int
-
-
-def require_plotly() -> Any:
-    """The ``plotly`` package, or a one-line :class:`MissingDependency` naming the extra."""
-    needed_for, hint = "instep report (HTML)", "pip install 'instep[report]'"
-    go = require_module("plotly.graph_objects", needed_for, hint)
-    return go, require_module("plotly.offline", needed_for, hint)
 
 
 def script_json(value: Any) -> Markup:
@@ -107,65 +97,27 @@ def _environment() -> Any:
     env.filters["pretty_json"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False, default=str)
     env.globals.update(
         status_colours=STATUS_COLOURS,
-        leg_labels=LEG_LABELS,
-        legs=LEGS,
+        count_bar=count_bar,
         version=__version__,
     )
     return env
 
 
-def _figures(summary: RunSummary, go: Any) -> dict[str, str]:
-    """The plotly figures of the index page, as JSON strings (``plotly.io.to_json``)."""
-    # optional dependency: the 'report' extra
-    import plotly.io
-
-    figures: dict[str, Any] = {}
+def _charts(summary: RunSummary) -> dict[str, Markup]:
+    """The trend charts of the index page: drawn only for two or more runs."""
     runs = [p["run"] for p in summary.trend]
-    layout = {
-        "margin": {"l": 50, "r": 20, "t": 40, "b": 60},
-        "height": 320,
-        "legend": {"orientation": "h", "y": -0.25},
-        "xaxis": {"type": "category", "title": {"text": "run"}},
-    }
-    rates = go.Figure(layout={**layout, "title": {"text": "rates over runs"}})
-    rates.update_yaxes(title_text="%", range=[0, 105])
-    counts = go.Figure(layout={**layout, "title": {"text": "failures and counters over runs"}})
-    counts.update_yaxes(title_text="count", rangemode="tozero")
+    rates, counts = [], []
     for key, label, kind in TREND_SERIES:
         values = [p.get(key) for p in summary.trend]
-        if all(v is None for v in values):
-            continue
         if kind == "rate":
-            ys = [None if v is None else round(v * 100, 2) for v in values]
-            rates.add_trace(go.Scatter(x=runs, y=ys, name=label, mode="lines+markers"))
-        elif key == "failures" or any(values):
-            counts.add_trace(go.Scatter(x=runs, y=values, name=label, mode="lines+markers"))
-    figures["trend-rates"] = rates
-    figures["trend-counts"] = counts
-    statuses = summary.run.get("counts") or {}
-    order = [s for s in STATUS_COLOURS if s in statuses]
-    figures["statuses"] = go.Figure(
-        data=[
-            go.Bar(
-                x=order,
-                y=[statuses[s] for s in order],
-                marker_color=[STATUS_COLOURS[s] for s in order],
-            )
-        ],
-        layout={**layout, "title": {"text": "outcomes of this run"}, "xaxis": {}},
-    )
-    layers = summary.matrix["layers"]
-    figures["layers"] = go.Figure(
-        data=[
-            go.Bar(
-                x=layers,
-                y=[summary.matrix["layer_totals"][layer] for layer in layers],
-                marker_color="#c62828",
-            )
-        ],
-        layout={**layout, "title": {"text": "failures by layer"}, "xaxis": {}},
-    )
-    return {name: plotly.io.to_json(fig) for name, fig in figures.items()}
+            rates.append((label, values))
+        elif key in COUNT_SERIES and (key == "failures" or any(values)):
+            counts.append((label, values))
+    charts = {
+        "trend-rates": trend_chart("rates over runs", runs, rates, percent=True),
+        "trend-counts": trend_chart("failures over runs (count)", runs, counts),
+    }
+    return {name: chart for name, chart in charts.items() if chart is not None}
 
 
 def write_dashboard(summary: RunSummary, out_dir: Path) -> Dashboard:
@@ -174,11 +126,10 @@ def write_dashboard(summary: RunSummary, out_dir: Path) -> Dashboard:
     Case pages left in ``out_dir/cases`` by an earlier report that this one does not
     write are removed, so every page there belongs to this run.
     """
-    go, offline = require_plotly()
     out_dir = output_directory(Path(out_dir))
     env = _environment()
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    figures = _figures(summary, go)
+    charts = _charts(summary)
     written = 0
     try:
         (out_dir / ASSETS).mkdir(exist_ok=True)
@@ -189,12 +140,13 @@ def write_dashboard(summary: RunSummary, out_dir: Path) -> Dashboard:
                 (static / name).read_text(encoding="utf-8"), encoding="utf-8"
             )
             written += 1
-        (out_dir / ASSETS / PLOTLY_JS).write_text(offline.get_plotlyjs(), encoding="utf-8")
-        written += 1
+        stale_js = out_dir / ASSETS / "plotly.min.js"  # an older report wrote plotly here
+        if stale_js.exists():
+            stale_js.unlink()
         index = out_dir / "index.html"
         index.write_text(
             env.get_template("index.html.j2").render(
-                s=summary, figures=figures, generated=generated, root=""
+                s=summary, charts=charts, generated=generated, root=""
             ),
             encoding="utf-8",
         )
@@ -211,7 +163,7 @@ def write_dashboard(summary: RunSummary, out_dir: Path) -> Dashboard:
                     row=row,
                     o=outcome,
                     ev=outcome.get("evidence") or {},
-                    triad=triad_of(outcome),
+                    view=_case_page_data(summary, outcome),
                     artifacts=artifact_links(outcome, summary.run),
                     traceback=traceback_text(outcome) if outcome.get("longrepr") else "",
                     generated=generated,
@@ -228,6 +180,35 @@ def write_dashboard(summary: RunSummary, out_dir: Path) -> Dashboard:
         raise BadInput(f"--out {out_dir}: cannot write there ({exc.strerror or exc})") from exc
     log.debug("report of run %s: %s (%d case pages)", summary.run["name"], index, pages)
     return Dashboard(index=index, case_pages=pages, files=written + pages)
+
+
+def _case_page_data(summary: RunSummary, outcome: dict[str, Any]) -> dict[str, Any]:
+    """What the case page shows beyond the stored fields (see :mod:`case_view`)."""
+    chain = outcome.get("exception_chain") or []
+    case = outcome["case"]
+    return {
+        "headline": case_view.headline(outcome),
+        "where": case_view.user_frame(outcome, (summary.run.get("settings") or {}).get("cwd")),
+        "command": case_view.reproduce_command(case, summary.run, summary.environment),
+        "triad": case_view.triad_legs(outcome),
+        "error": chain[0] if chain else None,
+        "frames": case_view.frames_user_first(chain[0].get("frames") or []) if chain else [],
+        "causes": [
+            dict(exc, frames=case_view.frames_user_first(exc.get("frames") or []))
+            for exc in chain[1:]
+        ],
+        "evidence": case_view.evidence_fields(
+            outcome.get("evidence") or {}, skip=("culprits", "triad")
+        ),
+        "timings": case_view.evidence_fields(
+            {"timings": outcome.get("timings"), "stage_timings": outcome.get("stage_timings")}
+        ),
+        "counters": case_view.evidence_fields(outcome.get("metrics") or {}),
+        "culprits": [
+            dict(c, name=case_view.culprit_name(c)) for c in case_view.culprits_of(outcome)
+        ],
+        "selected_by": case_view.selected_by(case, summary.run),
+    }
 
 
 def artifact_links(outcome: dict[str, Any], run: dict[str, Any]) -> list[dict[str, str]]:

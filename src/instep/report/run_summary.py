@@ -2,7 +2,7 @@
 
 :func:`summarize_run` reads a stored run and the earlier runs of the same profile and
 tier, and returns a :class:`RunSummary`: the run header and its stored version matrix, the
-seed 10.3 metrics (``instep.suites.metrics``) with their trend over the earlier runs, the
+run metrics (``instep.suites.metrics``) with their trend over the earlier runs, the
 layer x category matrix of the failures, the batches (``instep.triage.batches``) with
 their judgement against the previous run and a representative traceback, the migration
 chains of the cases whose failure moved (``instep.triage.migration``), and one row per
@@ -24,8 +24,16 @@ from typing import Any
 
 from instep.layers import Layer
 from instep.outcome import FAILING, MANIFESTATIONS, OutcomeRecord, records
+from instep.report.case_view import (
+    batch_culprit,
+    bundle_command,
+    headline,
+    reproduce_command,
+    run_directory,
+    run_environment,
+    user_frame,
+)
 from instep.store import run_dict
-from instep.suites.case_record import LEGS, read_case_figures
 from instep.suites.metrics import RunMetrics, run_metrics, table_rows
 from instep.triage.batches import Batch, first_seen, follow, group_batches
 from instep.triage.migration import CaseMigration, follow_cases, step_label
@@ -72,6 +80,12 @@ class RunSummary:
     migrations: list[dict[str, Any]]
     cases: list[dict[str, Any]]
     outcomes: dict[str, dict[str, Any]] = field(repr=False)  # case -> outcome_dict
+    #: one row per batch, failing first: state, error line, file:line, command, culprit
+    failing_now: list[dict[str, Any]] = field(default_factory=list)
+    #: the profile's environment for every test process (part of the reproduce commands)
+    environment: dict[str, str] = field(default_factory=dict)
+    #: where the reproduce commands of ``failing_now`` run (the run's directory)
+    workdir: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -156,8 +170,11 @@ def summarize_run(store: Any, run_ref: str, *, history: int = DEFAULT_HISTORY) -
     migrations = follow_cases([(r.name, records_by_run[r.id]) for r in series])
     chains = {m.case: m for m in migrations}
     matrix_flat = run.version_matrix or {}
+    header = run_dict(run, counts, planned)
+    environment = run_environment(header)
+    batch_rows = _batch_rows(batches, outcomes, previous_rows, first_seen(store, run))
     return RunSummary(
-        run=run_dict(run, counts, planned),
+        run=header,
         version_matrix=[
             (str(k), "-" if v is None else str(v)) for k, v in matrix_flat.items() if k != "errors"
         ],
@@ -168,10 +185,13 @@ def summarize_run(store: Any, run_ref: str, *, history: int = DEFAULT_HISTORY) -
         previous_metric_rows=table_rows(previous_metrics) if previous_metrics else [],
         trend=trend,
         matrix=layer_category_matrix(finals),
-        batches=_batch_rows(batches, outcomes, previous_rows, first_seen(store, run)),
+        batches=batch_rows,
         migrations=[_migration_row(m) for m in migrations if _moved(m)],
         cases=[_case_row(o, batch_of.get(o["case"]), chains.get(o["case"])) for o in outcomes],
         outcomes={o["case"]: o for o in outcomes},
+        failing_now=failing_now(batch_rows, outcomes, previous_rows or [], header, environment),
+        environment=environment,
+        workdir=run_directory(header),
     )
 
 
@@ -243,7 +263,7 @@ def _batch_rows(
     """The run's batches, then the previous run's batches that no longer fail as they did.
 
     A batch of the previous run is judged by :func:`instep.triage.batches.follow` (its
-    members' state now, as in seed 000 section 7: passed / failed); a batch new to this
+    members' state now, passed / failed); a batch new to this
     run is ``new in this run`` or, when an older run had it, ``open since RUN``.
     """
     by_case = {o["case"]: o for o in outcomes}
@@ -315,6 +335,60 @@ def _batch_row(b: Batch, by_case: dict[str, dict[str, Any]], *, in_run: bool) ->
     }
 
 
+#: States of a batch in "Failing now", in the order the rows are shown.
+NEW, STILL_FAILING, CHANGED, FIXED = "new", "still failing", "changed", "fixed"
+_STATE_ORDER = {NEW: 0, STILL_FAILING: 1, CHANGED: 2, FIXED: 3}
+
+
+def failing_now(
+    batch_rows: list[dict[str, Any]],
+    outcomes: list[dict[str, Any]],
+    previous_rows: list[dict[str, Any]],
+    run: dict[str, Any],
+    environment: dict[str, str],
+) -> list[dict[str, Any]]:
+    """One row per batch for the top of the dashboard, failing batches first.
+
+    ``state`` compares with the previous run of the same profile and tier: ``new`` (that
+    run did not have the batch), ``still failing``, and for a batch of that run gone from
+    this one, ``fixed`` (every member passes) or ``changed`` (members now fail otherwise;
+    ``moved`` names their batches). The representative gives the error line, the user's
+    ``file:line`` and the command that reproduces it; ``culprit`` is the likely upstream
+    unit when the run was triaged with ``--impact``.
+    """
+    by_case = {o["case"]: o for o in outcomes}
+    before = {o["case"]: o for o in previous_rows}
+    rows = []
+    for b in batch_rows:
+        if b["in_run"]:
+            state = STILL_FAILING if b["previous_cases"] is not None else NEW
+        else:
+            state = FIXED if not b["failed"] else CHANGED
+        case = b["representative"] or ""
+        o = (by_case if b["in_run"] else before).get(case) or {}
+        rows.append(
+            {
+                "batch": b["batch"],
+                "state": state,
+                "failing": b["in_run"],
+                "layer": b["layer"] or UNTRIAGED,
+                "category": b["category"] or UNCLASSIFIED,
+                "size": b["size"],
+                "judgement": b["judgement"],
+                "case": case,
+                "page": b["representative_page"],
+                "error": headline(o),
+                "where": user_frame(o, (run.get("settings") or {}).get("cwd")),
+                "command": reproduce_command(case, run, environment, in_dir=False) if case else "",
+                "bundle": bundle_command(b["batch"], run),
+                "moved": sorted(set(b["moved"].values())),
+                "culprit": batch_culprit(b["cases"], by_case) if b["in_run"] else None,
+            }
+        )
+    rows.sort(key=lambda r: (_STATE_ORDER[r["state"]], _layer_order(r["layer"])))
+    return rows
+
+
 def _moved(m: CaseMigration) -> bool:
     """Whether the case's outcome changed in a way worth a chain: not always the same."""
     pairs = zip(m.steps, m.steps[1:], strict=False)
@@ -328,21 +402,6 @@ def _migration_row(m: CaseMigration) -> dict[str, Any]:
     if last.status is not None and last.status != "passed":
         data["page"] = case_page_name(m.case)
     return data
-
-
-def _first_line(text: str | None, limit: int = 240) -> str:
-    for line in (text or "").splitlines():
-        if line.strip():
-            line = line.strip()
-            return line if len(line) <= limit else line[: limit - 1] + "…"
-    return ""
-
-
-def triad_of(outcome: dict[str, Any]) -> dict[str, str | None]:
-    """Each leg of seed 5.2's triad as stored for the case (``None``: the leg did not run)."""
-    found = read_case_figures(outcome.get("metrics"))["triad"]
-    stored = (outcome.get("evidence") or {}).get("triad") or {}
-    return {leg: found.get(leg) or stored.get(leg) for leg in LEGS}
 
 
 def _case_row(o: dict[str, Any], batch: str | None, chain: CaseMigration | None) -> dict[str, Any]:
@@ -360,7 +419,7 @@ def _case_row(o: dict[str, Any], batch: str | None, chain: CaseMigration | None)
         "signature": o.get("signature"),
         "stage": o.get("stage"),
         "batch": batch,
-        "message": _first_line(o.get("message") or o.get("skip_reason")),
+        "message": headline(o),
         "page": None if o["status"] == "passed" else case_page_name(o["case"]),
         "chain": chain.as_dict()["chain"] if chain is not None and len(chain.steps) > 1 else [],
     }

@@ -1,27 +1,9 @@
-// instep report: charts and the case table's filters. Plain JavaScript, no framework, no
-// network. Data comes from <script type="application/json"> elements (parsed, never
-// evaluated) and from the escaped data-* attributes of the table rows. Test text is only
-// ever assigned through textContent, never innerHTML.
+// instep report: the case table's filters and search (the charts are inline SVG drawn
+// when the report is written). Plain JavaScript, no framework, no network. Data comes
+// from the escaped data-* attributes of the table rows. Test text is only ever assigned
+// through textContent, never innerHTML.
 (function () {
   "use strict";
-
-  function drawCharts() {
-    var charts = document.querySelectorAll("[data-figure]");
-    for (var i = 0; i < charts.length; i++) {
-      var div = charts[i];
-      var source = document.getElementById(div.getAttribute("data-figure"));
-      if (!source) continue;
-      if (!window.Plotly) {
-        div.textContent = "chart unavailable: assets/plotly.min.js did not load";
-        continue;
-      }
-      var figure = JSON.parse(source.textContent);
-      window.Plotly.newPlot(div, figure.data || [], figure.layout || {}, {
-        displaylogo: false,
-        responsive: true,
-      });
-    }
-  }
 
   var FILTERS = ["status", "layer", "category", "batch"];
 
@@ -80,7 +62,7 @@
       control("search").value = "";
       applyFilters();
     });
-    // Links in the layer matrix and the batch table set the filters they name.
+    // Links in the layer table, Failing now and the batch table set the filters they name.
     var links = document.querySelectorAll("[data-filter-layer], [data-filter-batch]");
     for (var i = 0; i < links.length; i++) {
       links[i].addEventListener("click", function (event) {
@@ -101,6 +83,5 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     wireFilters();
-    drawCharts();
   });
 })();
