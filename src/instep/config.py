@@ -59,6 +59,8 @@ class InstepConfig(_Strict):
     profile_files: list[str] = Field(default_factory=list)
     impact: ImpactConfig = Field(default_factory=ImpactConfig)
     tiers: dict[str, TierConfig] = Field(default_factory=dict)
+    #: who handles failures of a layer or a category (``[owners]``: ``lowering = "..."``)
+    owners: dict[str, str] = Field(default_factory=dict)
 
     # Where the values came from; not a key of the file.
     _source: Path | None = PrivateAttr(None)

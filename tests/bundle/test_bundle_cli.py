@@ -65,7 +65,7 @@ def test_title_sections_and_reproducer(project, tmp_path):
         "## Ownership / escalation target",
     ):
         assert heading in issue
-    assert "debug re-run: skipped (--no-rerun)" in issue
+    assert "debug re-run: not run (--no-rerun)" in issue
     assert not (directory / "rerun").exists()
     command = (directory / "reproducer" / "pytest_command.sh").read_text()
     assert f"python -m pytest {project.root / 'test_plain.py'}::test_leaks_credentials" in command

@@ -1,4 +1,5 @@
-"""``instep report RUN --format md [--lang zh]`` and the command's one-line errors."""
+"""``instep report RUN --format md [--lang zh]`` (the report of one run) and the command's
+one-line errors."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from tests.report.conftest import SCRIPT
 
 SECTION_7 = "| batch | topic | cases | passed / failed | judgement |"
-SECTION_7_ZH = "| Batch | 主题 | 用例数/范围 | 已记录结果 | 当前判断 |"
+SECTION_7_ZH = "| 批次 | 主题 | 用例数 | 本次结果 | 当前判断 |"
 
 
 def _table(text: str, header: str) -> list[list[str]]:
@@ -22,11 +23,11 @@ def _table(text: str, header: str) -> list[list[str]]:
     return body
 
 
-def test_weekly_markdown_has_the_section_7_table_and_the_metrics(instep, report_store):
+def test_run_report_has_the_batch_table_and_the_metrics(instep, report_store):
     result = instep("report", "week2", "--db", str(report_store.db), "--format", "md")
     assert result.code == 0, result.err
     text = result.out
-    assert text.startswith("# Weekly test report: run week2\n")
+    assert text.startswith("# Run report: week2\n")
     assert "- previous run: week1" in text
     batches = _table(text, SECTION_7)
     by_topic = {row[1]: row for row in batches}
@@ -46,7 +47,7 @@ def test_weekly_markdown_has_the_section_7_table_and_the_metrics(instep, report_
     assert "&lt;script&gt;alert(N)&lt;/script&gt;" in text
 
 
-def test_weekly_markdown_in_chinese(instep, report_store, tmp_path):
+def test_run_report_in_chinese(instep, report_store, tmp_path):
     out = tmp_path / "weekly" / "zh.md"
     result = instep(
         "report", "week2", "--db", str(report_store.db), "--format", "md", "--lang", "zh",
@@ -55,14 +56,14 @@ def test_weekly_markdown_in_chinese(instep, report_store, tmp_path):
     assert result.code == 0, result.err
     assert result.out.strip() == str(out)
     text = out.read_text(encoding="utf-8")
-    assert text.startswith("# 测试周报：运行 week2\n")
-    assert "## Batch 映射与阶段结果" in text
+    assert text.startswith("# 运行报告：week2\n")  # one run is not a weekly summary
+    assert "## 批次与阶段结果" in text
     rows = _table(text, SECTION_7_ZH)
     judgements = {r[4].split(" → ")[0] for r in rows}
     assert {"已修复", "未解决", "本次新增"} <= judgements
     metrics = {r[0]: r[1:] for r in _table(text, "| 指标 | 本次运行 | 上一次运行 |")}
     assert metrics["编译成功率"][0].endswith("%")
-    assert "失败层级 numerics" in metrics
+    assert "失败所在层 numerics" in metrics
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from instep.report.run_summary import (
     format_chain,
     summarize_run,
 )
-from instep.report.weekly import cell, judgement_text, weekly_markdown
+from instep.report.weekly import cell, judgement_text, run_report_markdown
 from instep.store import Store
 
 FAIL = {
@@ -98,7 +98,7 @@ def test_a_run_without_failures(tmp_path):
     html = (tmp_path / "out" / "index.html").read_text()
     assert "No failures in this run." in html
     assert list((tmp_path / "out" / "cases").iterdir()) == []
-    text = weekly_markdown(summary)
+    text = run_report_markdown(summary)
     assert "No failures in this run or the previous one." in text
     assert "| metric | this run |" in text and "previous run |" not in text
 
@@ -106,10 +106,10 @@ def test_a_run_without_failures(tmp_path):
 def test_weekly_rows_of_a_first_run(tmp_path):
     db = tmp_path / "s.db"
     make_run(db, "first", [("t.py::x", FAIL), ("t.py::y", FAIL)])
-    text = weekly_markdown(_summary(db, "first"), "zh")
+    text = run_report_markdown(_summary(db, "first"), "zh")
     row = next(line for line in text.splitlines() if re.match(r"\| B[0-9a-f]{8} ", line))
-    assert row.endswith("| 2 | 2 failed | 本次新增 |")
-    assert "上一次运行: 无" in text
+    assert row.endswith("| 2 | 2 失败 | 本次新增 |")
+    assert "上一次运行: 无" in text and "配置档: cpu; 档位: -" in text
 
 
 def test_chain_is_printed_root_cause_first():
@@ -133,7 +133,7 @@ def test_markdown_cells_and_judgements():
     assert judgement_text("partly fixed: the rest still fails", "zh") == "部分修复：其余仍失败"
     assert judgement_text("open", "en") == "open"
     with pytest.raises(BadInput):
-        weekly_markdown(None, "fr")  # type: ignore[arg-type]
+        run_report_markdown(None, "fr")  # type: ignore[arg-type]
 
 
 def test_case_page_names_are_safe_and_distinct():

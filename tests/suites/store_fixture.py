@@ -23,9 +23,10 @@ def make_run(db: Path, name: str, rows: list[tuple[str, dict[str, Any]]], **run:
             profile=run.get("profile", "cpu"),
             tier=run.get("tier"),
             settings={"paths": [], "cwd": str(db.parent)},
+            started_at=run.get("started_at"),
         )
         store.set_plan(created.id, [(n, n.split("::")[0], None) for n, _ in rows])
-        now = datetime(2026, 1, 1)
+        now = run.get("started_at") or datetime(2026, 1, 1)
         for nodeid, values in rows:
             data = {"attempt": 1, "final": True, "started_at": now, "finished_at": now}
             data.update(values)

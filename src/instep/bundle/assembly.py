@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from instep.bundle.debug_rerun import RerunResult, debug_rerun, python_executable
-from instep.bundle.issue_markdown import IssueFacts, issue_title, render_issue
+from instep.bundle.issue_markdown import LABELS, IssueFacts, issue_title, render_issue
 from instep.bundle.redaction import Redactor
 from instep.bundle.reproducer import (
     pytest_argv,
@@ -95,10 +95,11 @@ def build_bundle(
 
     # -- stored evidence -----------------------------------------------------------------------
     logs: dict[str, str] = {}
+    words = LABELS["zh" if lang == "zh" else "en"]
     for key, label in (
-        ("stdout_tail", "stored stdout tail"),
-        ("stderr_tail", "stored stderr tail"),
-        ("longrepr", "stored traceback"),
+        ("stdout_tail", words["log_stdout"]),
+        ("stderr_tail", words["log_stderr"]),
+        ("longrepr", words["log_traceback"]),
     ):
         if outcome.get(key):
             logs[label] = writer.text(f"logs/stored_{key}.txt", str(outcome[key]))
@@ -118,7 +119,7 @@ def build_bundle(
     rerun_matrix: dict[str, Any] | None = None
     artifacts: dict[str, list[str]] = {}
     same_signature: bool | None = None
-    note = "skipped (--no-rerun)"
+    note = words["no_rerun"]
     if rerun:
         limit = timeout or max(2 * float(settings.get("timeout") or 300), MIN_RERUN_TIMEOUT_S)
         result, rerun_matrix = _rerun(selection, profile, settings, cwd, limit, writer)
@@ -126,8 +127,8 @@ def build_bundle(
             kept = [f"rerun/{p}" for p in paths if (writer.root / "rerun" / p).is_file()]
             if kept:
                 artifacts[kind] = kept
-        logs["debug re-run output (full)"] = f"rerun/{result.output_file}"
-        logs["debug re-run environment"] = "rerun/environment.txt"
+        logs[words["log_rerun_output"]] = f"rerun/{result.output_file}"
+        logs[words["log_rerun_environment"]] = "rerun/environment.txt"
         same_signature = _same_signature(profile, selection.case, outcome, result)
         note = ""
     writer.json(

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from instep import glossary
 from instep.layers import LAYER_DESCRIPTIONS, Layer
 from instep.outcome import MANIFESTATIONS
 from instep.suites.case_record import LEGS, read_case_figures
@@ -106,7 +107,7 @@ def short_description(outcome: dict[str, Any]) -> str:
             text = str(outcome.get("message") or outcome.get("exception_type") or status)
     first = next((ln.strip() for ln in text.splitlines() if ln.strip()), str(status))
     first = " ".join(first.split())
-    return first if len(first) <= MAX_DESCRIPTION else first[: MAX_DESCRIPTION - 1] + "…"
+    return glossary.cut(first, MAX_DESCRIPTION)
 
 
 def _short_type(exc: dict[str, Any]) -> str:
@@ -129,10 +130,12 @@ LABELS: dict[str, dict[str, str]] = {
         "matrix_run": "Version matrix recorded by the run",
         "matrix_rerun": "Version matrix of the host that re-ran the case",
         "run": "Run",
+        "run_line": "`{name}` (profile `{profile}`, tier `{tier}`, host `{host}`, {started})",
         "test": "Test",
         "test_id": "Test ID",
         "status": "Stored outcome",
         "attempts": "Attempts",
+        "flaky": "flaky",
         "reproducer": "Minimal reproducer",
         "pytest": "pytest command",
         "script": "Standalone script (torch only, no instep/pytest)",
@@ -147,16 +150,31 @@ LABELS: dict[str, dict[str, str]] = {
         "no_triad": "(the case does not run instep's triad: the legs are not recorded)",
         "first_stage": "First failing stage",
         "stage": "Stage",
+        "category": "category",
+        "pytest_phase": "pytest phase",
+        "compile_stage": "compile stage",
+        "confidence": "confidence",
+        "decided_by": "decided by",
         "evidence": "Evidence",
+        "frame": "frame",
+        "rule": "rule `{category}` matched `{matched}`",
+        "ladder": "backend ladder",
+        "stack": "stack at crash/time-out",
+        "numerics": "numerics",
+        "signature": "signature",
         "chain": "Exception chain (outermost first)",
         "artifacts": "Artifacts",
         "none": "none",
+        "none_recorded": "(none recorded)",
+        "missing": "missing",
         "logs": "Host / plog / device logs",
         "regression": "Regression test ID",
         "workaround": "Known workaround and its performance impact",
         "no_workaround": "none known: no expected-failure list entry matches this case",
+        "layer": "layer",
         "perf": "Performance impact: not measured (fill in)",
         "batch": "Batch",
+        "batch_cases": "{n} cases",
         "members": "Cases of the batch",
         "more": "… {n} more in cases.txt",
         "root_cause": "Root cause",
@@ -168,58 +186,17 @@ LABELS: dict[str, dict[str, str]] = {
         "reproduced": "reproduced: same signature as the stored failure",
         "not_reproduced": "the re-run gave a different result than the stored outcome",
         "rerun_skipped": "not run",
+        "no_rerun": "not run (--no-rerun)",
+        "log_stdout": "stored stdout tail",
+        "log_stderr": "stored stderr tail",
+        "log_traceback": "stored traceback",
+        "log_rerun_output": "debug re-run output (full)",
+        "log_rerun_environment": "debug re-run environment",
         "skipped_files": "Left out of the bundle",
         "culprit": "Likely upstream cause (instep triage --impact)",
         "culprit_coupling": "through",
     },
-    "zh": {
-        "environment": "环境",
-        "matrix_run": "运行时记录的版本矩阵",
-        "matrix_rerun": "复跑主机的版本矩阵",
-        "run": "运行",
-        "test": "测试",
-        "test_id": "测试 ID",
-        "status": "已记录结果",
-        "attempts": "尝试次数",
-        "reproducer": "最小复现",
-        "pytest": "pytest 命令",
-        "script": "独立脚本（仅需 torch，无需 instep/pytest）",
-        "no_script": "无（非 instep 生成的用例：pytest 命令即复现方式）",
-        "comparison": "对照",
-        "cpu_eager": "CPU eager（参考）",
-        "device_eager": "{device} eager（设备侧）",
-        "compiled": "{device} 编译（{backend}）",
-        "stored": "已记录",
-        "rerun": "调试复跑",
-        "not_recorded": "未记录",
-        "no_triad": "（该用例不运行 instep 三方对照：各路结果未记录）",
-        "first_stage": "最早失败阶段",
-        "stage": "阶段",
-        "evidence": "证据",
-        "chain": "异常链（由外到内）",
-        "artifacts": "产物",
-        "none": "无",
-        "logs": "Host / plog / device 日志",
-        "regression": "回归测试 ID",
-        "workaround": "已知规避方案及其性能影响",
-        "no_workaround": "暂无：预期失败列表中没有匹配该用例的条目",
-        "perf": "性能影响：未测量（待补充）",
-        "batch": "Batch",
-        "members": "Batch 中的用例",
-        "more": "… 另有 {n} 个，见 cases.txt",
-        "root_cause": "根因",
-        "fix": "修复方案",
-        "risk": "风险与回归范围",
-        "owner": "责任归属 / 下沉对象",
-        "needs": "下沉前必须提供",
-        "fill": "_（由责任方填写）_",
-        "reproduced": "已复现：签名与记录的失败一致",
-        "not_reproduced": "复跑结果与记录的结果不同",
-        "rerun_skipped": "未复跑",
-        "skipped_files": "未放入证据包的文件",
-        "culprit": "可能的上游原因（instep triage --impact）",
-        "culprit_coupling": "经由",
-    },
+    "zh": glossary.texts("issue", {}, "zh"),
 }
 
 ARTIFACT_LABELS: dict[str, dict[str, str]] = {
@@ -235,18 +212,7 @@ ARTIFACT_LABELS: dict[str, dict[str, str]] = {
         "tlparse": "tlparse report",
         "device_logs": "Device logs",
     },
-    "zh": {
-        "fx_graph": "FX 图",
-        "aot_graphs": "AOT 之后的图",
-        "inductor_ir": "Inductor IR",
-        "output_code": "生成代码",
-        "kernel_source": "Kernel 源码",
-        "kernel_metadata": "Kernel 元数据",
-        "compile_logs": "编译日志",
-        "trace": "TORCH_TRACE",
-        "tlparse": "tlparse 报告",
-        "device_logs": "设备日志",
-    },
+    "zh": glossary.texts("artifacts", {}, "zh"),
 }
 
 ESCALATION = Path(__file__).resolve().parent / "data" / "escalation.toml"
@@ -271,26 +237,30 @@ def render_issue(facts: IssueFacts, lang: str = "en") -> str:
     out: list[str] = [f"# {issue_title(facts.case, o)}", ""]
 
     out += [f"## {t['environment']}", "", f"{t['matrix_run']}:", ""]
-    out += _matrix_lines(facts.run.get("version_matrix") or {})
+    out += _matrix_lines(facts.run.get("version_matrix") or {}, t)
     if facts.rerun_matrix:
-        out += ["", f"{t['matrix_rerun']}:", "", *_matrix_lines(facts.rerun_matrix)]
+        out += ["", f"{t['matrix_rerun']}:", "", *_matrix_lines(facts.rerun_matrix, t)]
     run = facts.run
-    out += [
-        "",
-        f"- {t['run']}: `{run.get('name')}` (profile `{run.get('profile')}`, tier "
-        f"`{run.get('tier') or '-'}`, host `{run.get('host') or '-'}`, "
-        f"{run.get('started_at') or ''})",
-        "",
-    ]
+    run_line = t["run_line"].format(
+        name=run.get("name"),
+        profile=run.get("profile"),
+        tier=run.get("tier") or "-",
+        host=run.get("host") or "-",
+        started=run.get("started_at") or "",
+    )
+    out += ["", f"- {t['run']}: {run_line}", ""]
 
     out += [f"## {t['test']}", "", f"- {t['test_id']}: `{facts.case}`"]
     out.append(
-        f"- {t['status']}: **{o.get('status')}**"
+        f"- {t['status']}: **{glossary.status(o.get('status'), code)}**"
         + (f" ({o.get('duration'):.2f} s)" if isinstance(o.get("duration"), (int, float)) else "")
     )
     if len(facts.attempts) > 1:
-        states = ", ".join(f"#{a.get('attempt')} {a.get('status')}" for a in facts.attempts)
-        out.append(f"- {t['attempts']}: {states}" + (" (flaky)" if o.get("flaky") else ""))
+        states = ", ".join(
+            f"#{a.get('attempt')} {glossary.status(a.get('status'), code)}" for a in facts.attempts
+        )
+        flaky = f" ({t['flaky']})" if o.get("flaky") else ""
+        out.append(f"- {t['attempts']}: {states}{flaky}")
     out += [f"- {t['reproducer']}:", f"  - {t['pytest']}:", "", "    ```sh"]
     out += [f"    {facts.pytest_line}", "    ```", ""]
     out.append(
@@ -300,11 +270,11 @@ def render_issue(facts: IssueFacts, lang: str = "en") -> str:
     out.append("")
 
     out += [f"## {t['comparison']}", ""]
-    out += _comparison_lines(facts, t, device)
+    out += _comparison_lines(facts, t, device, code)
     out.append("")
 
     out += [f"## {t['first_stage']}", ""]
-    out += _stage_lines(o, t)
+    out += _stage_lines(o, t, code)
     out.append("")
 
     culprits = (o.get("evidence") or {}).get("culprits") or []
@@ -338,13 +308,16 @@ def render_issue(facts: IssueFacts, lang: str = "en") -> str:
             "",
             f"- `{b['batch']}`: {b.get('layer') or '?'} / {b.get('category') or '?'} — "
             f"`{b.get('signature') or ''}`",
-            f"- {b['size']} cases: "
-            + ", ".join(f"{n} {s}" for s, n in sorted((b.get("statuses") or {}).items())),
+            f"- {t['batch_cases'].format(n=b['size'])}: "
+            + ", ".join(
+                f"{n} {glossary.status(s, code)}"
+                for s, n in sorted((b.get("statuses") or {}).items())
+            ),
             f"- {t['members']}:",
             "",
         ]
         for m in facts.members[:MAX_MEMBERS_LISTED]:
-            out.append(f"  - `{m['case']}` {m['status']}")
+            out.append(f"  - `{m['case']}` {glossary.status(m['status'], code)}")
         if len(facts.members) > MAX_MEMBERS_LISTED:
             out.append("  - " + t["more"].format(n=len(facts.members) - MAX_MEMBERS_LISTED))
         out.append("")
@@ -360,7 +333,7 @@ def render_issue(facts: IssueFacts, lang: str = "en") -> str:
     w = facts.workaround
     if w:
         line = f"- {w.get('reason') or '-'}"
-        extras = [f"layer {w['layer']}" if w.get("layer") else "", w.get("issue") or ""]
+        extras = [f"{t['layer']} {w['layer']}" if w.get("layer") else "", w.get("issue") or ""]
         extras = [e for e in extras if e]
         out.append(line + (f" ({'; '.join(extras)})" if extras else ""))
         if w.get("source"):
@@ -399,13 +372,13 @@ def _culprit_lines(culprits: list[dict[str, Any]], t: dict[str, str]) -> list[st
     return lines
 
 
-def _matrix_lines(matrix: dict[str, Any]) -> list[str]:
+def _matrix_lines(matrix: dict[str, Any], t: dict[str, str]) -> list[str]:
     if not matrix:
-        return ["- (none recorded)"]
+        return [f"- {t['none_recorded']}"]
     lines = []
     for key, value in matrix.items():
         if key == "errors" and isinstance(value, dict):
-            lines += [f"- {k}: **missing** ({v})" for k, v in value.items()]
+            lines += [f"- {k}: **{t['missing']}** ({v})" for k, v in value.items()]
         else:
             lines.append(f"- {key}: `{value}`" if value is not None else f"- {key}: -")
     return lines
@@ -422,7 +395,7 @@ def _legs(outcome: dict[str, Any] | None) -> dict[str, str]:
     return read_case_figures((outcome or {}).get("metrics"))["triad"] if outcome else {}
 
 
-def _comparison_lines(facts: IssueFacts, t: dict[str, str], device: str) -> list[str]:
+def _comparison_lines(facts: IssueFacts, t: dict[str, str], device: str, code: str) -> list[str]:
     stored = _legs(facts.outcome)
     rerun_outcome = (facts.rerun or {}).get("outcome")
     rerun = _legs(rerun_outcome)
@@ -433,18 +406,25 @@ def _comparison_lines(facts: IssueFacts, t: dict[str, str], device: str) -> list
     }
     lines: list[str] = []
     for leg in LEGS:
-        parts = [f"{t['stored']}: {stored.get(leg, t['not_recorded'])}"]
+        state = stored.get(leg)
+        parts = [
+            f"{t['stored']}: {glossary.leg_state(state, code) if state else t['not_recorded']}"
+        ]
         if facts.rerun is not None:
-            parts.append(f"{t['rerun']}: {rerun.get(leg, t['not_recorded'])}")
+            state = rerun.get(leg)
+            parts.append(
+                f"{t['rerun']}: {glossary.leg_state(state, code) if state else t['not_recorded']}"
+            )
         lines.append(f"- {labels[leg]}: " + ", ".join(parts))
     if not stored and not rerun:
         lines.append(f"- {t['no_triad']}")
     stored_desc = short_description(facts.outcome)
-    lines.append(f"- {t['stored']}: {facts.outcome.get('status')} — {stored_desc}")
+    stored_status = glossary.status(facts.outcome.get("status"), code)
+    lines.append(f"- {t['stored']}: {stored_status} — `{stored_desc}`")
     if facts.rerun is not None:
-        rerun_desc = facts.rerun.get("status")
+        rerun_desc = glossary.status(facts.rerun.get("status"), code)
         if rerun_outcome and rerun_outcome.get("status") not in ("passed", None):
-            rerun_desc = f"{rerun_desc} — {short_description(rerun_outcome)}"
+            rerun_desc = f"{rerun_desc} — `{short_description(rerun_outcome)}`"
         if facts.rerun.get("signal"):
             rerun_desc = f"{rerun_desc} ({facts.rerun['signal']})"
         lines.append(f"- {t['rerun']}: {rerun_desc} ({facts.rerun.get('duration')} s)")
@@ -457,59 +437,63 @@ def _comparison_lines(facts: IssueFacts, t: dict[str, str], device: str) -> list
     return lines
 
 
-def _stage_lines(o: dict[str, Any], t: dict[str, str]) -> list[str]:
+def _stage_lines(o: dict[str, Any], t: dict[str, str], code: str) -> list[str]:
     layer = o.get("layer")
     try:
         desc = LAYER_DESCRIPTIONS[Layer(layer)] if layer else ""
     except ValueError:
         desc = ""
+    if code == "zh" and desc:
+        desc = glossary.layer_description(str(layer)) or desc
     evidence = o.get("evidence") or {}
     triage = evidence.get("triage") or {}
     stage_bits = [f"**{layer or '?'}**" + (f" ({desc})" if desc else "")]
-    stage_bits.append(f"category `{o.get('category') or '?'}`")
+    stage_bits.append(f"{t['category']} `{o.get('category') or '?'}`")
     if o.get("stage"):
-        stage_bits.append(f"pytest phase `{o['stage']}`")
+        stage_bits.append(f"{t['pytest_phase']} `{o['stage']}`")
     if evidence.get("compile_stage"):
-        stage_bits.append(f"compile stage `{evidence['compile_stage']}`")
+        stage_bits.append(f"{t['compile_stage']} `{evidence['compile_stage']}`")
     if o.get("confidence") is not None:
-        stage_bits.append(f"confidence {o['confidence']}")
+        stage_bits.append(f"{t['confidence']} {o['confidence']}")
     if triage.get("decided_by"):
-        stage_bits.append(f"decided by {triage['decided_by']}")
+        stage_bits.append(f"{t['decided_by']} `{triage['decided_by']}`")
     lines = [f"- {t['stage']}: " + ", ".join(stage_bits), f"- {t['evidence']}:"]
     frames = triage.get("frames") or {}
     if frames:
         lines.append(
-            f"  - frame: `{frames.get('frame')}` -> {frames.get('layer')} ({frames.get('reason')})"
+            f"  - {t['frame']}: `{frames.get('frame')}` -> {frames.get('layer')}"
+            f" (`{frames.get('reason')}`)"
         )
     rule = triage.get("rule") or {}
     if rule:
         lines.append(
-            f"  - rule `{rule.get('category')}` matched `{rule.get('matched')}`"
+            "  - "
+            + t["rule"].format(category=rule.get("category"), matched=rule.get("matched"))
             + (f" ({rule['reference']})" if rule.get("reference") else "")
         )
     if evidence.get("ladder"):
         ladder = evidence["ladder"]
         rungs = ", ".join(
-            f"{k}: {v.get('status') if isinstance(v, dict) else v}"
+            f"{k}: {glossary.status(v.get('status') if isinstance(v, dict) else v, code)}"
             for k, v in (ladder.get("rungs") or {}).items()
         )
         bound = ladder.get("layer") or ladder.get("min_layer")
-        lines.append(f"  - backend ladder: {rungs} -> {bound}")
+        lines.append(f"  - {t['ladder']}: {rungs} -> {bound}")
     if evidence.get("stack_layer"):
         frame = evidence.get("stack_frame")
-        lines.append(f"  - stack at crash/time-out: `{frame}` -> {evidence['stack_layer']}")
+        lines.append(f"  - {t['stack']}: `{frame}` -> {evidence['stack_layer']}")
     if triage.get("numerics"):
         stats = ", ".join(f"{k} {v}" for k, v in triage["numerics"].items())
-        lines.append(f"  - numerics: {stats}")
+        lines.append(f"  - {t['numerics']}: {stats}")
     if o.get("signature"):
-        lines.append(f"  - signature: `{o['signature']}`")
+        lines.append(f"  - {t['signature']}: `{o['signature']}`")
     chain = o.get("exception_chain") or []
     if chain:
         lines += ["", f"{t['chain']}:", "", "```"]
         for exc in chain:
             message = next(iter(str(exc.get("message") or "").splitlines()), "")
             relation = f"[{exc['relation']}] " if exc.get("relation") else ""
-            lines.append(f"{relation}{exc.get('type')}: {message[:300]}")
+            lines.append(f"{relation}{exc.get('type')}: {glossary.cut(message, 300)}")
             for frame in (exc.get("frames") or [])[-4:]:
                 where = frame.get("module") or frame.get("file")
                 lines.append(f"    {where}:{frame.get('line')} in {frame.get('function')}")

@@ -125,7 +125,10 @@ class Store:
         tier: str | None = None,
         shard: str | None = None,
         version_matrix: dict[str, Any] | None = None,
+        started_at: datetime | None = None,
     ) -> Run:
+        """A new run, ``running``; ``started_at`` (naive UTC) defaults to now: an importer or
+        a test may give the time a run really started."""
         name = name or new_run_name()
         run = Run(
             uid=uuid.uuid4().hex,
@@ -135,7 +138,7 @@ class Store:
             shard=shard,
             host=socket.gethostname(),
             status="running",
-            started_at=utcnow(),
+            started_at=started_at or utcnow(),
             argv=list(argv),
             settings=settings,
             version_matrix=version_matrix or {},

@@ -14,8 +14,12 @@ Definitions. A case *compiled* when its compiled leg ran (the triad says ``ok`` 
 ``numerics``; it *failed to compile* when the compiled leg raised, or it failed (or
 crashed) at a compile layer (``registration`` .. ``kernel_compile``). Failures with no
 layer yet (not triaged) are counted apart as ``untriaged`` and left out of both rates;
-failures with a layer but no known root cause (``*.unclassified``) are ``unclassified``.
-Graph breaks are Dynamo's counters plus the failures that are a graph break.
+failures with a layer but no known root cause (category ``*.unclassified``, or none) are
+``unclassified``; the two counts are disjoint. Graph breaks are Dynamo's counters plus the
+failures that are a graph break (``dynamo.unsupported``: under ``fullgraph=True`` Dynamo
+raises before its counter moves). Compile and autotune time sum the stage records the case
+process stores (``evidence.compile_stages``, ``instep.doctor.stage_timing``), failed
+compiles included; the compiled graph's first run is not compile time.
 The semantic pass rate is the share of compiled cases whose result was right.
 """
 
@@ -168,7 +172,8 @@ def run_metrics(
         if o.failing:
             layers[o.layer or "untriaged"] += 1
             category = o.category or ""
-            m.unclassified += not category or category.endswith(".unclassified")
+            # a failure without a layer is untriaged, not unclassified: counted once
+            m.unclassified += bool(o.layer) and (not category or category.endswith(".unclassified"))
             if o.layer == "runtime" or category.startswith("runtime"):
                 m.runtime_device_errors += 1
         metrics = o.metrics
@@ -219,8 +224,8 @@ TABLE_ROWS: tuple[tuple[str, str, str], ...] = (
     ("compile success rate", "compile_success_rate", "{:.1%}"),
     ("compiled / failed to compile", "compiled", "{}"),
     ("semantic pass rate", "semantic_pass_rate", "{:.1%}"),
-    ("failures without a layer", "untriaged", "{}"),
-    ("failures without a root-cause category", "unclassified", "{}"),
+    ("failures not triaged (no layer)", "untriaged", "{}"),
+    ("failures unclassified (no root-cause category)", "unclassified", "{}"),
     ("crashes (signal)", "crashes", "{}"),
     ("time-outs", "timeouts", "{}"),
     ("runtime device errors", "runtime_device_errors", "{}"),
