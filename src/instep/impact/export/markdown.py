@@ -179,7 +179,7 @@ def _unit_table(report: ImpactReport, lang: str, max_evidence: int) -> list[str]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for unit in report.units:
         ch = unit.change
-        summary_cell = ch.title + (f" (#{ch.pr})" if ch.pr else "")
+        summary_cell = ch.title + (f" (#{ch.pr})" if ch.pr and f"#{ch.pr}" not in ch.title else "")
         lines.append(
             "| "
             + " | ".join(
