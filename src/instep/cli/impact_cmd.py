@@ -175,7 +175,7 @@ def impact(
             c.upstream,
         )
     top = report.hotspots(limit=1)
-    if top and not shims:
+    if top:
         log.info(
             "start with %s (%s): reached by %d upstream units",
             top[0]["symbol"],
