@@ -94,6 +94,12 @@ def _stage_map(pairs: tuple[str, ...]) -> dict[str, str]:
     help="Worker processes (default: the usable CPUs, at most 8).",
 )
 @click.option("--no-cache", is_flag=True, help="Do not read or write the analysis cache.")
+@click.option(
+    "--all",
+    "all_units",
+    is_flag=True,
+    help="md: add the per-unit table; html: list uncoupled units too (json and csv: always).",
+)
 @click.pass_obj
 def impact(
     app: AppContext,
@@ -112,6 +118,7 @@ def impact(
     exclude,
     jobs,
     no_cache,
+    all_units,
 ) -> None:
     """Impact of upstream changes on a downstream backend: Check, Test or Shim, with evidence.
 
@@ -147,7 +154,7 @@ def impact(
     seconds = time.perf_counter() - started
     floor = Action(min_action).rank
     report.units = [u for u in report.units if u.action.rank >= floor]
-    write(report, fmt, out)
+    write(report, fmt, out, all_units=all_units)
     s = report.summary()
     log.info(
         "%d units (%s); %d couplings; %.1f s%s",
@@ -157,6 +164,16 @@ def impact(
         seconds,
         " (remembered report)" if report.stats.get("report_memo") == "hit" else "",
     )
+    shims = [(u, c) for u in report.units for c in u.couplings if c.action is Action.SHIM]
+    if shims:
+        c = shims[0][1]
+        log.info(
+            "act now: %d Shim coupling(s) in %d unit(s), first %s -> %s",
+            len(shims),
+            len({u.change.id for u, _ in shims}),
+            c.downstream,
+            c.upstream,
+        )
     top = report.hotspots(limit=1)
     if top:
         log.info(

@@ -495,6 +495,9 @@ class _Analysis:
                 )
             )
         debt = self._compat_debt(down)
+        # how many upstream test files the new side carries (0 for a wheel): the report
+        # says why suggested_tests is empty and how to get suggestions
+        self.stats["upstream_tests"] = len(self._upstream_tests())
         return ImpactReport(
             upstream={
                 "mode": self.mode,

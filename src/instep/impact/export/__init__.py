@@ -1,7 +1,9 @@
 """Render an :class:`~instep.impact.model.ImpactReport` as Markdown, CSV, JSON or HTML.
 
 Exporters only read the report; they never re-derive a verdict. ``render`` returns text;
-``write`` puts it in a file (or stdout when ``out`` is None).
+``write`` puts it in a file (or stdout when ``out`` is None). ``all_units`` (``--all``) adds
+the per-unit table to Markdown and every uncoupled unit to the HTML table; JSON and CSV
+always hold every unit.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from instep.impact.model import ImpactReport
 FORMATS = ("md", "csv", "json", "html")
 
 
-def _renderer(fmt: str) -> Callable[[ImpactReport], str]:
+def _renderer(fmt: str) -> Callable[..., str]:
     if fmt == "md":
         from instep.impact.export.markdown import render_markdown
 
@@ -36,12 +38,13 @@ def _renderer(fmt: str) -> Callable[[ImpactReport], str]:
     raise BadInput(f"--format: expected one of {', '.join(FORMATS)}, got '{fmt}'")
 
 
-def render(report: ImpactReport, fmt: str) -> str:
-    return _renderer(fmt)(report)
+def render(report: ImpactReport, fmt: str, all_units: bool = False) -> str:
+    renderer = _renderer(fmt)
+    return renderer(report, all_units=all_units) if fmt in ("md", "html") else renderer(report)
 
 
-def write(report: ImpactReport, fmt: str, out: Path | None) -> None:
-    text = render(report, fmt)
+def write(report: ImpactReport, fmt: str, out: Path | None, all_units: bool = False) -> None:
+    text = render(report, fmt, all_units=all_units)
     if out is None:
         sys.stdout.write(text)
         return

@@ -1,25 +1,40 @@
-"""A self-contained HTML page (no network) filtering units by action, risk, stage, kind.
+"""A self-contained HTML page for people (no network): act now, test these, compat debt,
+already adapted and the summary by stage rendered in the page; then a sortable, filterable
+table of the units whose filters and sort order live in the URL's hash.
 
-The data travels as JSON inside the page and is rendered with ``textContent`` only, so
-text from the analysed code can never become markup.
+The table's data travels as compact JSON inside the page (repeated names interned, only
+the fields the page shows) and is rendered with ``textContent`` only, so text from the
+analysed code can never become markup. The page lists the units with couplings, every
+unit with ``all_units`` (``--all``); the JSON export keeps every field of every unit.
 """
 
 from __future__ import annotations
 
 import json
 from importlib import resources
+from typing import Any
 
 import jinja2
 import markupsafe
 
-from instep.impact.export.json_doc import as_document
-from instep.impact.export.labels import COLUMNS, HEADINGS, lang_of
-from instep.impact.model import ImpactReport
+from instep.impact.export import sections
+from instep.impact.export.labels import (
+    COLUMNS,
+    HEADINGS,
+    SECTIONS,
+    YES_NO,
+    lang_of,
+    tests_note_text,
+)
+from instep.impact.model import Impact, ImpactReport
+
+RATIONALE_CHARS = 400  # rationale kept per unit (the JSON export has it whole)
+TEXT_CHARS = 200  # a coupling's detail and snippet
 
 
 def _script_json(data: object) -> str:
     # JSON inside <script>: neutralise '</script>', '<!--' and U+2028/9.
-    text = json.dumps(data, ensure_ascii=False)
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     return (
         text.replace("<", "\\u003c")
         .replace(">", "\\u003e")
@@ -29,19 +44,94 @@ def _script_json(data: object) -> str:
     )
 
 
-def render_html(report: ImpactReport) -> str:
+def _cut(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+class _Strings:
+    """Interns repeated names (paths, symbols, rules, kinds) into one table."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+
+    def __call__(self, text: str) -> int:
+        return self.index.setdefault(text, len(self.index))
+
+    @property
+    def table(self) -> list[str]:
+        return list(self.index)
+
+
+def _order(unit: Impact) -> tuple:
+    return (-unit.action.rank, -unit.risk.rank, -len(unit.couplings), unit.change.id)
+
+
+def table_data(report: ImpactReport, all_units: bool, lang: str) -> dict[str, Any]:
+    """The units of the table, Shim first, as compact rows (the page's script reads them)."""
+    s = _Strings()
+    yn = YES_NO[lang]
+    rows = []
+    for u in sorted(report.units, key=_order):
+        if not (u.couplings or all_units):
+            continue
+        ch = u.change
+        rows.append(
+            [
+                ch.id,
+                ch.title,
+                ch.pr,
+                str(u.action),
+                str(u.risk),
+                yn[str(u.code_change)],
+                yn["yes" if u.test_needed else "no"],
+                str(u.stage),
+                _cut(u.rationale, RATIONALE_CHARS),
+                [s(k) for k in u.coupling_kinds],
+                list(u.suggested_tests),
+                [
+                    [
+                        str(c.action),
+                        s(str(c.kind)),
+                        s(c.downstream.rsplit(":", 1)[0]),
+                        int(c.downstream.rsplit(":", 1)[1] or 0),
+                        s(c.upstream),
+                        s(c.rule),
+                        _cut(c.detail, TEXT_CHARS),
+                        _cut(c.snippet.strip(), TEXT_CHARS),
+                    ]
+                    for c in sorted(u.couplings, key=lambda c: -c.action.rank)
+                ],
+                [[s(c.ref), str(c.kind)] for c in ch.changes],
+            ]
+        )
+    return {"strings": s.table, "units": rows, "total": len(report.units)}
+
+
+def render_html(report: ImpactReport, all_units: bool = False) -> str:
     lang = lang_of(report.lang)
     source = (resources.files("instep.impact.export") / "templates" / "impact.html.j2").read_text(
         "utf-8"
     )
     env = jinja2.Environment(autoescape=True)
     template = env.from_string(source)
+    sec = sections.build(report)
+    summary = report.summary()
     return template.render(
         lang=lang,
         h=HEADINGS[lang],
+        t=SECTIONS[lang],
         columns=COLUMNS[lang],
         upstream=report.upstream,
         downstream=report.downstream,
         generated_at=report.generated_at,
-        data=markupsafe.Markup(_script_json(as_document(report))),
+        summary=summary,
+        sec=sec,
+        shim_units=len({x.unit for x in sec.act_now}),
+        adapted_couplings=sum(len(g.upstream) for g in sec.adapted),
+        debt_conditions=len(report.compat_debt),
+        debt_reason=sections.debt_reason,
+        tests_note=tests_note_text(sec.tests_note, lang) if sec.tests_note else "",
+        warnings=report.warnings,
+        all_units=all_units,
+        data=markupsafe.Markup(_script_json(table_data(report, all_units, lang))),
     )

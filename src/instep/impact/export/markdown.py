@@ -1,8 +1,18 @@
-"""Markdown: the seed 001 table (Action, Summary, Analysis, Risk, Code change, Test, Stage)."""
+"""Markdown for people: what to do first, then the counts; the seed 001 table (Action,
+Summary, Analysis, Risk, Code change, Test, Stage) only with ``--all``."""
 
 from __future__ import annotations
 
-from instep.impact.export.labels import COLUMNS, HEADINGS, RISK, YES_NO, lang_of
+from instep.impact.export import sections
+from instep.impact.export.labels import (
+    COLUMNS,
+    HEADINGS,
+    RISK,
+    SECTIONS,
+    YES_NO,
+    lang_of,
+    tests_note_text,
+)
 from instep.impact.model import Impact, ImpactReport
 
 
@@ -25,10 +35,13 @@ def _analysis(unit: Impact, lang: str, max_evidence: int) -> str:
     return "\n".join(parts)
 
 
-def render_markdown(report: ImpactReport, max_evidence: int = 6) -> str:
+def render_markdown(report: ImpactReport, all_units: bool = False, max_evidence: int = 6) -> str:
+    """Act now, test these, compat debt, already adapted, the summary by stage; the
+    per-unit table only with ``all_units`` (``--all``)."""
     lang = lang_of(report.lang)
-    h = HEADINGS[lang]
+    h, t = HEADINGS[lang], SECTIONS[lang]
     up = report.upstream
+    s = report.summary()
     lines = [f"# {h['title']}", ""]
     lines.append(
         f"- upstream: {up.get('mode')} {up.get('old', '')} → {up.get('new', '')}"
@@ -37,45 +50,125 @@ def render_markdown(report: ImpactReport, max_evidence: int = 6) -> str:
     lines.append(f"- downstream: {report.downstream.get('source', '')}")
     if report.generated_at:
         lines.append(f"- generated: {report.generated_at}")
-    lines.append("")
-    lines += _summary(report, lang)
-    lines += ["", f"## {h['units']}", ""]
-    lines += _unit_table(report, lang, max_evidence)
-    if report.compat_debt:
-        lines += ["", f"## {h['debt']}", ""]
-        for debt in report.compat_debt:
-            lines.append(f"- `{debt['at']}` `{_cell(debt['condition'])}`: {debt['reason']}")
+    lines.append(
+        "- "
+        + t["totals"].format(units=s["units"], couplings=s["couplings"])
+        + ": "
+        + ", ".join(f"{a} {s['by_action'].get(a, 0)}" for a in ("Shim", "Test", "Check"))
+    )
+    sec = sections.build(report)
+    lines += _act_now(sec, t)
+    lines += _test_these(sec, t, lang)
+    lines += _debt_and_adapted(report, sec, t)
+    lines += _summary(report, sec, lang)
+    if all_units:
+        lines += ["", f"## {t['all_units']}", ""]
+        lines += _unit_table(report, lang, max_evidence)
+    else:
+        lines += ["", t["more_units"]]
     if report.warnings:
         lines += ["", f"## {h['warnings']}", ""]
         lines += [f"- {_cell(w)}" for w in report.warnings]
     return "\n".join(lines) + "\n"
 
 
-def _summary(report: ImpactReport, lang: str) -> list[str]:
-    """The summary tables: by stage and action, by risk, by coupling kind, hotspots."""
-    h = HEADINGS[lang]
+def _code(text: str) -> str:
+    """Inline code that survives backticks in the text."""
+    text = text.replace("\r", "").replace("\n", " ")
+    fence = "``" if "`" in text else "`"
+    pad = " " if fence == "``" else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _act_now(sec: sections.Sections, t: dict) -> list[str]:
+    units = len({x.unit for x in sec.act_now})
+    lines = ["", f"## {t['act_now']}", ""]
+    if not sec.act_now:
+        return [*lines, t["act_now_none"]]
+    lines += [t["act_now_count"].format(couplings=len(sec.act_now), units=units), ""]
+    for x in sec.act_now:
+        line = (
+            f"- **{x.downstream}** "
+            + (f"{_code(x.snippet)} " if x.snippet else "")
+            + f"({x.kind}) → {_code(x.upstream)}"
+            f" at {x.upstream_at} ({x.change}" + (f", #{x.pr}" if x.pr else "") + ")"
+        )
+        if x.signature:
+            line += f"; {t['signature']} {_code(x.signature)}"
+        if x.why:
+            line += f": {x.why}"
+        lines.append(line + f" [{x.rule}]")
+    return lines
+
+
+def _test_these(sec: sections.Sections, t: dict, lang: str) -> list[str]:
+    lines = ["", f"## {t['test_these']}", ""]
+    if not sec.test_these:
+        lines.append(t["test_these_none"])
+    else:
+        shown = len(sec.test_these)
+        lines += [t["test_these_count"].format(shown=shown, total=sec.test_places), ""]
+        lines += ["| " + " | ".join(t["test_cols"]) + " |", "|---:|---:|---|---|---:|---|"]
+        for i, p in enumerate(sec.test_these, 1):
+            top = p.top
+            why = (
+                f"{top.coupling.kind} → `{top.coupling.upstream}` ({top.change}, {top.stage}"
+                + (f", +{top.hops} hops" if top.hops else "")
+                + ")"
+                + (f"; {t['sinks']}" if p.sinks else "")
+            )
+            tests = ", ".join(p.tests[:4]) + (f" +{len(p.tests) - 4}" if len(p.tests) > 4 else "")
+            lines.append(
+                f"| {i} | {p.priority:g} | `{_cell(p.place)}` {p.at} | {_cell(why)} | "
+                f"{len(p.units)} | {_cell(tests) or t['none']} |"
+            )
+    if sec.tests_note is not None:
+        lines += ["", "> " + _cell(tests_note_text(sec.tests_note, lang))]
+    return lines
+
+
+def _debt_and_adapted(report: ImpactReport, sec: sections.Sections, t: dict) -> list[str]:
+    lines: list[str] = []
+    if sec.debt:
+        lines += [
+            "",
+            f"## {t['debt']}",
+            "",
+            t["debt_count"].format(n=len(sec.debt), conditions=len(report.compat_debt)),
+            "",
+        ]
+        lines += [
+            f"- {d['at']} {_code(str(d['condition']))}: {_cell(sections.debt_reason(d))}"
+            for d in sec.debt
+        ]
+    if sec.adapted:
+        couplings = sum(len(g.upstream) for g in sec.adapted)
+        lines += ["", f"## {t['adapted']}", ""]
+        lines += [t["adapted_count"].format(couplings=couplings, gates=len(sec.adapted)), ""]
+        lines += [
+            f"- {g.at} {_code(g.condition)} ({g.kind}): {t['covers']} "
+            + ", ".join(_code(u) for u in g.upstream)
+            + f" [{', '.join(g.rules)}]"
+            for g in sec.adapted
+        ]
+    return lines
+
+
+def _summary(report: ImpactReport, sec: sections.Sections, lang: str) -> list[str]:
+    """Units by stage (Check counted by upstream file too), then risk and coupling kind."""
+    h, t = HEADINGS[lang], SECTIONS[lang]
     summary = report.summary()
-    lines = [f"## {h['summary']}", "", f"### {h['by_stage']}", ""]
-    lines += ["| stage | Check | Test | Shim |", "|---|---:|---:|---:|"]
-    for stage, row in summary["by_stage_action"].items():
-        lines.append(f"| {stage} | {row['Check']} | {row['Test']} | {row['Shim']} |")
+    lines = ["", f"## {t['by_stage']}", ""]
+    lines += ["| " + " | ".join(t["stage_cols"]) + " |", "|---|---:|---:|---:|---:|"]
+    lines += [
+        f"| {r.stage} | {r.shim} | {r.test} | {r.check_units} | {r.check_files} |"
+        for r in sec.by_stage
+    ]
     lines += ["", f"### {h['by_risk']}", "", "| risk | units |", "|---|---:|"]
-    lines += [f"| {k} | {v} |" for k, v in summary["by_risk"].items()]
+    lines += [f"| {RISK[lang][k]} | {v} |" for k, v in summary["by_risk"].items()]
     if summary["by_coupling_kind"]:
         lines += ["", f"### {h['by_kind']}", "", "| kind | couplings |", "|---|---:|"]
         lines += [f"| {k} | {v} |" for k, v in summary["by_coupling_kind"].items()]
-    hotspots = report.hotspots()
-    if hotspots:
-        lines += ["", f"### {h['hotspots']}", ""]
-        lines += [
-            "| downstream | units | action | risk | kinds | at |",
-            "|---|---:|---|---|---|---|",
-        ]
-        lines += [
-            f"| {_cell(x['symbol'])} | {x['units']} | {x['action']} | {RISK[lang][x['risk']]} | "
-            f"{', '.join(x['kinds'])} | {_cell(x['at'])} |"
-            for x in hotspots
-        ]
     return lines
 
 
@@ -86,7 +179,7 @@ def _unit_table(report: ImpactReport, lang: str, max_evidence: int) -> list[str]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for unit in report.units:
         ch = unit.change
-        summary_cell = ch.title + (f" (#{ch.pr})" if ch.pr else "")
+        summary_cell = ch.title + (f" (#{ch.pr})" if ch.pr and f"#{ch.pr}" not in ch.title else "")
         lines.append(
             "| "
             + " | ".join(

@@ -1,0 +1,190 @@
+"""The sections a person reads, in the order they read them: act now (every Shim), test
+these (Test places by priority), compat debt, already-adapted gates, the summary by stage.
+
+Builds plain records from an :class:`ImpactReport` for the Markdown and HTML renderers:
+it selects, orders and counts; it never decides a verdict (the join did) and renders
+nothing. JSON and CSV do not use it: they keep every unit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from instep.impact.export.priority import TestPlace, rank_test_places
+from instep.impact.model import Action, ChangeKind, ImpactReport
+
+TOP_TEST_PLACES = 25  # Test places listed under "Test these"
+
+
+@dataclass(frozen=True)
+class ShimLine:
+    """One Shim coupling as one line of evidence: downstream place, upstream place, why."""
+
+    unit: str
+    pr: int | None
+    downstream: str  # 'path:line'
+    snippet: str
+    kind: str  # coupling kind
+    upstream: str  # 'path::qualname'
+    upstream_at: str  # 'path:line' in the new upstream (the old one when removed)
+    change: str  # change kind
+    signature: str | None  # '(old) -> (new)' for a signature change
+    why: str  # the coupling's detail (what does not bind, what is missing)
+    rule: str
+
+
+@dataclass(frozen=True)
+class AdaptedGate:
+    """A downstream gate that already adapts to the new upstream, with what it covers."""
+
+    at: str
+    condition: str
+    kind: str
+    upstream: tuple[str, ...]
+    rules: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class StageRow:
+    stage: str
+    shim: int
+    test: int
+    check_units: int
+    check_files: int  # distinct upstream files of the Check units
+
+
+@dataclass(frozen=True)
+class TestsNote:
+    """Why Test units carry no suggested tests, when they do not."""
+
+    test_units: int  # units that need a test
+    without: int  # of which have no suggested test
+    upstream_tests: int | None  # upstream test files read (None: not recorded)
+    downstream_tests: int | None
+
+
+@dataclass(frozen=True)
+class Sections:
+    act_now: list[ShimLine]
+    test_these: list[TestPlace]
+    test_places: int  # Test places in all
+    debt: list[dict]  # one per place: a gate and its negation share a line
+    adapted: list[AdaptedGate]
+    by_stage: list[StageRow]
+    tests_note: TestsNote | None
+
+
+def _upstream_at(change) -> str:
+    if change is None:
+        return ""
+    if change.new is not None and change.kind is not ChangeKind.REMOVED:
+        return f"{change.path}:{change.new.line}"
+    if change.old is not None:
+        return f"{change.old.path}:{change.old.line}"
+    return change.path
+
+
+def act_now(report: ImpactReport) -> list[ShimLine]:
+    """Every Shim coupling, in unit order."""
+    lines = []
+    for unit in report.units:
+        for c in unit.couplings:
+            if c.action is not Action.SHIM:
+                continue
+            change = next((x for x in unit.change.changes if x.ref == c.upstream), None)
+            signature = None
+            if (
+                change is not None
+                and ChangeKind.SIGNATURE in change.aspects
+                and change.old is not None
+                and change.new is not None
+            ):
+                signature = f"({change.old.signature or ''}) -> ({change.new.signature or ''})"
+            lines.append(
+                ShimLine(
+                    unit=unit.change.id,
+                    pr=unit.change.pr,
+                    downstream=c.downstream,
+                    snippet=c.snippet.strip(),
+                    kind=str(c.kind),
+                    upstream=c.upstream,
+                    upstream_at=_upstream_at(change),
+                    change=str(change.kind) if change is not None else "",
+                    signature=signature,
+                    why="; ".join(dict.fromkeys([*c.problems] or [c.detail])),
+                    rule=c.rule,
+                )
+            )
+    return lines
+
+
+def adapted_gates(report: ImpactReport) -> list[AdaptedGate]:
+    """Couplings already adapted downstream, one entry per gate (or place without one)."""
+    gates: dict[str, dict] = {}
+    for unit in report.units:
+        for c in unit.couplings:
+            if not c.already_adapted:
+                continue
+            at = c.gate.as_dict()["at"] if c.gate else c.downstream
+            g = gates.setdefault(
+                at,
+                {
+                    "condition": c.gate.condition if c.gate else c.snippet.strip(),
+                    "kind": c.gate.kind if c.gate else str(c.kind),
+                    "upstream": {},
+                    "rules": {},
+                },
+            )
+            g["upstream"][c.upstream] = None
+            g["rules"][c.rule] = None
+    return [
+        AdaptedGate(at, g["condition"], g["kind"], tuple(g["upstream"]), tuple(g["rules"]))
+        for at, g in sorted(gates.items())
+    ]
+
+
+def by_stage(report: ImpactReport) -> list[StageRow]:
+    rows: dict[str, dict] = {}
+    for unit in report.units:
+        row = rows.setdefault(str(unit.stage), {"Shim": 0, "Test": 0, "Check": 0, "files": set()})
+        row[str(unit.action)] += 1
+        if unit.action is Action.CHECK:
+            files = {c.path for c in unit.change.changes} or set(unit.change.files)
+            row["files"].update(files or {unit.change.id})
+    return [
+        StageRow(stage, r["Shim"], r["Test"], r["Check"], len(r["files"]))
+        for stage, r in sorted(rows.items(), key=lambda kv: (-kv[1]["Shim"], -kv[1]["Test"], kv[0]))
+    ]
+
+
+def tests_note(report: ImpactReport) -> TestsNote | None:
+    needing = [u for u in report.units if u.test_needed]
+    without = sum(1 for u in needing if not u.suggested_tests)
+    if not without:
+        return None
+    return TestsNote(
+        len(needing),
+        without,
+        report.stats.get("upstream_tests"),
+        report.stats.get("downstream_tests"),
+    )
+
+
+def build(report: ImpactReport, top: int = TOP_TEST_PLACES) -> Sections:
+    places = rank_test_places(report.units)
+    return Sections(
+        act_now=act_now(report),
+        test_these=places[:top],
+        test_places=len(places),
+        debt=list({str(d.get("at")): d for d in reversed(report.compat_debt)}.values())[::-1],
+        adapted=adapted_gates(report),
+        by_stage=by_stage(report),
+        tests_note=tests_note(report),
+    )
+
+
+def debt_reason(debt: dict) -> str:
+    """The compat-debt reason without its leading 'path:line: `condition`' (shown apart)."""
+    reason = str(debt.get("reason", ""))
+    head = f"{debt.get('at')}: `{debt.get('condition')}` "
+    return reason[len(head) :] if reason.startswith(head) else reason
