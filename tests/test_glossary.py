@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import re
 import string
+from pathlib import Path
 
 import pytest
 
 from instep import glossary
 from instep.bundle.issue_markdown import ARTIFACT_LABELS, LABELS
+from instep.impact.export import csv_table, labels
+from instep.impact.join import verdicts
 from instep.layers import Layer
 from instep.outcome import Status
 from instep.report import weekly
 from instep.suites.case_record import LEG_STATES
 from instep.suites.metrics import TABLE_ROWS
+from instep.tomlfile import load_toml
 
 G = glossary.glossary()
 ENGLISH = {
@@ -22,6 +26,13 @@ ENGLISH = {
     "issue": LABELS["en"],
     "artifacts": ARTIFACT_LABELS["en"],
     "judgement": {**{j: j for j in weekly.JUDGEMENTS}, "open since": "open since {run}"},
+    "impact_headings": labels.HEADINGS["en"],
+    "impact_sections": labels.SECTIONS["en"],
+    "impact_table": {
+        "columns": labels.COLUMNS["en"],
+        "extra_columns": csv_table.EXTRA["en"],
+        **labels.YES_NO["en"],
+    },
     "metrics": {
         **{label: label for label, _, _ in TABLE_ROWS},
         "triad ": "triad ",
@@ -58,7 +69,30 @@ def _all_zh_texts() -> list[str]:
         for value in area.values():
             found += value if isinstance(value, list) else [value]
     found += [e["zh"] for e in (*G["status"].values(), *G["leg"].values())]
-    return found + list(G["layer"].values())
+    return found + list(G["layer"].values()) + _impact_rule_texts()
+
+
+def _impact_rule_texts() -> list[str]:
+    """The zh rationales of the impact verdicts: they live beside their rules
+    (``verdict_rules.toml``, ``verdicts.py``) but use the glossary's words too."""
+    rules = load_toml(Path(verdicts.__file__).with_name("verdict_rules.toml"))
+    found: list[str] = []
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "zh" and isinstance(value, str):
+                    found.append(value)
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(rules)
+    found += [verdicts._NONE["zh"], verdicts._HEAD["zh"], verdicts._MORE["zh"]]
+    assert len(found) > 30  # every rule has its zh text; an empty walk would pass vacuously
+    return found
 
 
 def test_no_zh_text_uses_a_word_the_glossary_avoids():
@@ -68,6 +102,7 @@ def test_no_zh_text_uses_a_word_the_glossary_avoids():
     assert glossary.avoided("层级") and glossary.avoided("配置: cpu")
     assert glossary.avoided("分诊") and glossary.avoided("Batch 映射")
     assert not glossary.avoided("配置档 cpu，档位 L1")
+    assert not glossary.avoided("读写配置项 x，配置文件 y")  # config, not profile
 
 
 def test_each_concept_has_one_zh_word():

@@ -5,12 +5,13 @@ from __future__ import annotations
 import csv
 import io
 
+from instep.glossary import glossary
 from instep.impact.export.labels import COLUMNS, YES_NO, lang_of
 from instep.impact.model import ImpactReport
 
 EXTRA = {
     "en": ["Coupling kinds", "Evidence", "Upstream symbols", "Suggested tests", "PR", "Commit"],
-    "zh": ["耦合类型", "证据", "上游符号", "建议验证用例", "PR", "提交"],
+    "zh": list(glossary()["texts"]["impact_table"]["extra_columns"]),
 }
 
 

@@ -1,19 +1,25 @@
 """Column names, headings and sentences of the impact report, in English and Chinese.
 
-The Chinese words follow the project glossary (layer 层, tier 档位, profile 配置档, triage
-归因, untriaged 未分类); actions (Check, Test, Shim) and risk words stay in English as in
-seed 001's table.
+The English texts are here; the Chinese ones are in instep's glossary
+(``data/glossary.toml``, areas ``impact_headings``, ``impact_sections`` and
+``impact_table``), beside every other zh text instep writes, so one word per concept holds
+across the run reports, bundles and this report (``tests/test_glossary.py``). Actions
+(Check, Test, Shim) and risk words stay in English, as in seed 001's table.
 """
 
 from __future__ import annotations
 
+from instep.glossary import glossary
+
+_ZH = glossary()["texts"]
+
 COLUMNS = {
     "en": ["ID", "Action", "Summary", "Analysis", "Risk", "Code change", "Test", "Stage"],
-    "zh": ["编号", "动作", "摘要", "分析", "风险", "是否改码", "是否需测试", "编译阶段"],
+    "zh": list(_ZH["impact_table"]["columns"]),
 }
 YES_NO = {
     "en": {"yes": "yes", "no": "no", "unsure": "unsure"},
-    "zh": {"yes": "是", "no": "否", "unsure": "待确认"},
+    "zh": {k: _ZH["impact_table"][k] for k in ("yes", "no", "unsure")},
 }
 RISK = {
     "en": {"low": "low", "medium": "medium", "high": "high"},
@@ -33,19 +39,7 @@ HEADINGS = {
         "evidence": "Evidence",
         "tests": "Suggested tests",
     },
-    "zh": {
-        "title": "上游变更影响分析",
-        "summary": "汇总",
-        "by_stage": "按编译阶段与动作",
-        "by_risk": "按风险",
-        "by_kind": "按耦合类型",
-        "hotspots": "优先排查：被最多上游变更单元触及的下游符号",
-        "units": "变更单元",
-        "debt": "兼容债（条件已恒真/恒假的版本门控）",
-        "warnings": "警告",
-        "evidence": "证据",
-        "tests": "建议验证用例",
-    },
+    "zh": dict(_ZH["impact_headings"]),
 }
 
 
@@ -91,41 +85,7 @@ SECTIONS = {
         " `instep run --impact FILE --upstream-tests DIR` pick upstream test modules from a"
         " PyTorch checkout.",
     },
-    "zh": {
-        "act_now": "立即处理",
-        "act_now_count": "{units} 个变更单元中的 {couplings} 处 Shim 耦合",
-        "act_now_none": "无 Shim：未发现会使下游出错的上游变更。",
-        "test_these": "需要测试",
-        "test_these_count": "按优先级排序，{total} 个含 Test 耦合的下游位置中的前 {shown} 个",
-        "test_these_none": "无 Test 耦合。",
-        "test_cols": ["#", "优先级", "下游位置", "依据", "变更单元数", "建议验证用例"],
-        "sinks": "仅经由较长的继承调用路径",
-        "debt": "兼容债",
-        "debt_count": "{n} 处版本门控在所支持的版本上已不起作用（共 {conditions} 个条件）",
-        "adapted": "已适配",
-        "adapted_count": "下游已有的 {gates} 个门控覆盖了 {couplings} 处耦合",
-        "covers": "覆盖",
-        "by_stage": "按编译阶段汇总",
-        "stage_cols": ["编译阶段", "Shim", "Test", "Check 单元", "Check 文件"],
-        "totals": "{units} 个变更单元，{couplings} 处耦合",
-        "all_units": "全部变更单元",
-        "coupled_units": "有耦合的变更单元（全部单元：--all）",
-        "filters": ["动作", "风险", "编译阶段", "耦合类型", "搜索"],
-        "search": "符号、文件、文本",
-        "shown": "个变更单元已显示",
-        "more_units": "逐单元明细表：加 `--all`（JSON 与 CSV 始终包含全部单元）。",
-        "signature": "签名",
-        "none": "无",
-        "tests_note": "需要测试的 {needing} 个变更单元中有 {without} 个没有建议验证用例：{why}",
-        "no_tests_both": "上游与下游来源都不含测试文件（wheel 不带测试）。",
-        "no_tests_up": "上游来源不含测试文件（wheel 不带测试）。",
-        "no_tests_down": "下游来源不含测试文件（wheel 不带测试）。",
-        "no_tests_match": "没有测试文件以其改动的文件命名或导入其改动的模块。",
-        "tests_howto": "要得到建议：`--downstream` 指向下游源码检出（源码目录或 `repo@rev`）以使用"
-        "下游自己的测试；`--upstream-old`/`--upstream-new` 指向上游源码目录（或 `--upstream-git`"
-        " 加 `--range`）以使用上游测试；或用 `instep run --impact FILE --upstream-tests DIR`"
-        " 从 PyTorch 检出中挑选上游测试模块。",
-    },
+    "zh": dict(_ZH["impact_sections"]),
 }
 
 
