@@ -24,6 +24,7 @@ from typing import TypeVar
 from instep.errors import BadInput
 from instep.impact.join.fork_search import ForkSearch
 from instep.impact.join.matchers import Join
+from instep.impact.join.op_couplings import OpCouplings
 from instep.impact.join.test_suggestions import DownstreamTests, suggested_tests
 from instep.impact.join.verdicts import judge_unit
 from instep.impact.logged_warnings import collect_warnings
@@ -391,6 +392,7 @@ class _Analysis:
         refs = list(down.references())
         self.stats["downstream_references"] = len(refs)
         join.references(refs)
+        OpCouplings(join, units, self._lines_of).match(refs)
         self.stats["fork_references"] = join.forks(fork_refs_of())
         return join.couplings()
 

@@ -47,6 +47,8 @@ class CouplingKind(Vocab):
     CONFIG = "config"  # an upstream config key read or written downstream
     INHERITED_PATH = "inherited_path"  # reached through an upstream symbol the downstream uses
     C_SHIM = "c_shim"  # C/C++ shim name generated or loaded downstream (best effort)
+    OP_SCHEMA = "op_schema"  # an ATen overload named downstream x native_functions.yaml
+    HIGHER_ORDER_OP = "higher_order_op"  # torch.ops.higher_order.X named downstream
 
 
 class _Ranked(Vocab):
@@ -175,6 +177,9 @@ class Reference:
     # on, so its callers are elsewhere). A use covers its enclosing def, an import line
     # the whole file.
     call_shapes: tuple[str, ...] | None = None
+    # op_schema / higher_order_op: the name is evaluated when the module is imported
+    # (module or class level, a decorator of such a def): a missing overload stops the load
+    at_import: bool = False
 
     @property
     def at(self) -> str:

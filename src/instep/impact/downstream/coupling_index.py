@@ -40,6 +40,7 @@ from instep.impact.downstream.definitions import Definitions
 from instep.impact.downstream.handles import config_key
 from instep.impact.downstream.imports import ImportUses
 from instep.impact.downstream.monkeypatches import Monkeypatches
+from instep.impact.downstream.op_refs import op_references
 from instep.impact.downstream.patch_helpers import apply_local_patches, same_file_helper_patches
 from instep.impact.downstream.pruning import BLOCK_STMTS, SIMPLE_STMTS, TRY_STMTS
 from instep.impact.downstream.records import DownstreamFileIndex
@@ -60,7 +61,7 @@ from instep.pyindex.registrations import (
 
 log = logging.getLogger(__name__)
 
-FORMAT = "coupling-index-v7"  # bump when any cached class changes shape
+FORMAT = "coupling-index-v8"  # bump when any cached class changes shape
 MAX_FILE_BYTES = 8 * 1024 * 1024
 
 
@@ -253,6 +254,7 @@ def index_downstream_file(
     apply_local_patches(refs, v.local_patches, functions, path)
     same_file_helper_patches(refs, v.calls, v.helpers, functions, v.patch_values, path)
     refs.extend(local_subclass_refs(v.classes, out.module, functions, upstream_roots, lookup.at))
+    refs.extend(op_references(tree, path, source))
     if spans:
         refs = [r if r.gate else replace(r, gate=lookup.at(r.line)) for r in refs]
         v.pending = [replace(r, gate=lookup.at(r.line)) for r in v.pending]

@@ -160,12 +160,27 @@ def registration_facts(c: SymbolChange, r: Reference) -> tuple[bool, frozenset[s
     registrar, overload = _registration_parts(r.detail)
     same = _same_registration(c, r, registrar, overload)
     if not same:
-        role = frozenset({"other_role"})
+        role = frozenset({"other_role"}) | _cross_registry(c, r, registrar)
     elif r.signature is None and r.body_hash is None and _falls_back(registrar):
         role = frozenset({"masked_by_fallback"})  # no function of its own
     else:
         role = frozenset()
     return same, role | _registration_interplay(c, r, registrar, overload)
+
+
+def _cross_registry(c: SymbolChange, r: Reference, registrar: str) -> frozenset[str]:
+    """``cross_registry``: the changed upstream symbol is an entry of a registry with a
+    role (a lowering, a fallback, a decomposition, ``inplaceable_ops``) for the key the
+    downstream registers in another role that is a role too (not its own op table): the
+    two registries meet on one op."""
+    if role_of(registrar) is None:
+        return frozenset()
+    key = r.target.removeprefix("op:")
+    for sym in (c.new, c.old):
+        for reg in sym.registrations if sym is not None else ():
+            if reg.key == key and role_of(reg.registrar) is not None:
+                return frozenset({"cross_registry"})
+    return frozenset()
 
 
 def _registration_interplay(

@@ -30,6 +30,7 @@ from typing import Protocol, runtime_checkable
 
 from instep.errors import BadInput, MissingInput
 from instep.impact.upstream.c_shims import is_shim_header
+from instep.impact.upstream.op_schemas import is_schema_file
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +96,9 @@ def is_binary(data: bytes) -> bool:
 
 
 def is_source_path(path: str) -> bool:
-    """A file instep reads from a snapshot: Python, or an upstream C shim header."""
-    return path.endswith(".py") or is_shim_header(path)
+    """A file instep reads from a snapshot: Python, an upstream C shim header, or the ATen
+    operator schema file (``native_functions.yaml``)."""
+    return path.endswith(".py") or is_shim_header(path) or is_schema_file(path)
 
 
 class TreeSnapshot:
