@@ -17,6 +17,7 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Callable
 
+from instep.impact.join import breaking_path
 from instep.impact.join.facts import (
     DeadFallback,
     member_facts,
@@ -92,8 +93,10 @@ class Join:
         roots: frozenset[str],
         new_version: tuple[int, ...] | None,
         names_in: Callable[[str], frozenset[str]],
+        calls: breaking_path.UpstreamCalls | None = None,
     ) -> None:
         self.resolver = resolver
+        self.calls = calls  # call sites of the new upstream, for breaking paths
         self.new_version = new_version
         self.names_in = names_in  # attribute names and quoted identifiers of a file
         self.dead_fallback = DeadFallback(resolver, roots)
@@ -117,6 +120,7 @@ class Join:
                     self.changed_in_module[c.module][c.qualname].append((i, c))
         self.out: dict[int, dict[tuple, Coupling]] = defaultdict(dict)
         self.overridden: set[tuple[str, str]] = set()  # (downstream class, member it defines)
+        self.patched: dict[str, str] = {}  # upstream dotted name -> downstream patch site
         self.reach_memo: dict[str, dict[str, list[str]]] = {}
 
     def add(
@@ -138,6 +142,12 @@ class Join:
         key = (k, change.ref, ref.path, line)
         if key in self.out[i]:
             return
+        evidence = ""
+        if self.calls is not None and breaking_path.needs_search(change, ref, k):
+            path = breaking_path.search(
+                self.calls, change, ref, k, self.resolver, self.overridden, self.patched
+            )
+            extra, evidence = extra | {path.kind.value}, path.text
         self.out[i][key] = decide(
             change,
             ref,
@@ -146,6 +156,7 @@ class Join:
             chain=chain,
             detail=detail,
             extra_facts=extra,
+            evidence=evidence,
         )
 
     def references(self, refs: list[Reference]) -> None:
@@ -154,6 +165,8 @@ class Join:
             if r.kind is CouplingKind.SUBCLASS_OVERRIDE and r.owner and "." in r.owner:
                 owner_cls, member = r.owner.rsplit(".", 1)
                 self.overridden.add((owner_cls, member))
+            elif r.kind is CouplingKind.MONKEYPATCH and r.signature is not None:
+                self.patched.setdefault(self.resolver.resolve(r.target), r.at)
         for r in refs:
             if r.kind is CouplingKind.REGISTRATION or r.target.startswith(
                 ("op:", "backend:", "device_", "c_shim:")
