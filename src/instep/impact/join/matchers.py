@@ -20,6 +20,7 @@ from collections.abc import Callable
 from instep.impact.join import breaking_path
 from instep.impact.join.facts import (
     DeadFallback,
+    assignment_facts,
     member_facts,
     override_facts,
     registration_facts,
@@ -193,7 +194,7 @@ class Join:
 
     def by_name(self, r: Reference, target: str) -> None:
         """The exact upstream name (resolved through re-exports; a rename's old name too)."""
-        still_there = self.resolver.defined(target)
+        still_there = self.resolver.defined(target) or self.resolver.imported(r.target)
         direct = self.by_dotted.get(target, []) + (
             self.by_dotted.get(r.target, []) if target != r.target else []
         )
@@ -201,6 +202,7 @@ class Join:
             if still_there and c.kind in (ChangeKind.REMOVED, ChangeKind.RENAMED):
                 continue  # moved or now inherited: the name the downstream uses still works
             extra = override_facts(c, r, self.resolver, self.overridden) | {"called_directly"}
+            extra |= assignment_facts(c, r, self.resolver)
             self.add(i, c, r, chain=[c.ref, f"{r.kind} at {r.at}"], extra=extra)
 
     def class_members(self, cls: tuple[str, str], r: Reference) -> None:
