@@ -164,6 +164,17 @@ def expand(x, sizes):
 """
 
 
+# a class of the same name in another file, overriding only `gen`: nothing shields it
+DOWN_SAME_NAME = """\
+from torch._inductor.sched import Base
+
+
+class Shielded(Base):
+    def gen(self, nodes, bench=False):
+        return nodes
+"""
+
+
 @pytest.fixture(scope="module")
 def couplings(tmp_path_factory) -> dict[str, dict]:
     doc = impact_of_commit(
@@ -174,13 +185,17 @@ def couplings(tmp_path_factory) -> dict[str, dict]:
         {
             "torch_npu/_inductor/sched.py": DOWN_SCHED,
             "torch_npu/_inductor/lowering.py": DOWN_LOWERING,
+            "torch_npu/_inductor/sched2.py": DOWN_SAME_NAME,
         },
     )
     out: dict[str, dict] = {}
     for unit in doc["units"]:
         for c in unit["couplings"]:
             if c["kind"] in ("subclass_override", "monkeypatch", "registration"):
-                out[f"{c['upstream'].split('::')[1]}@{c['owner'] or c['downstream']}"] = c
+                owner = c["owner"] or c["downstream"]
+                if c["downstream"].startswith("torch_npu/_inductor/sched2.py"):
+                    owner = f"sched2:{owner}"
+                out[f"{c['upstream'].split('::')[1]}@{owner}"] = c
     return out
 
 
@@ -233,3 +248,9 @@ def test_a_same_op_lowering_that_cannot_bind_the_new_kwargs_is_shim(couplings):
     )
     assert (c["action"], c["rule"]) == ("Shim", "signature.registration_breaks")
     assert "implicit" in " ".join(c["problems"])
+
+
+def test_overrides_count_in_the_class_of_the_same_file_only(couplings):
+    c = couplings["Base.gen@sched2:Shielded.gen"]
+    assert (c["action"], c["rule"]) == ("Shim", "signature.replacement_breaks")
+    assert "torch_npu/_inductor/sched2.py:5" in c["evidence"]

@@ -181,7 +181,7 @@ class UpstreamCalls:
         self.read = read
         self._texts: dict[str, bytes] | None = None
         self._trees: dict[str, ast.Module | None] = {}
-        self._memo: dict[tuple[str, str | None], list[CallSite]] = {}
+        self._memo: dict[tuple[str, str | None, tuple[str, ...]], list[CallSite]] = {}
 
     def _all_texts(self) -> dict[str, bytes]:
         if self._texts is None:
@@ -205,16 +205,24 @@ class UpstreamCalls:
                 self._trees[path] = None
         return self._trees[path]
 
-    def sites(self, name: str, only_in: str | None = None) -> list[CallSite]:
+    def sites(
+        self, name: str, only_in: str | None = None, keywords: tuple[str, ...] = ()
+    ) -> list[CallSite]:
         """Calls of ``name`` (``name(...)``, ``x.name(...)``), or of :data:`SELF_CONSTRUCTION`
-        in the file ``only_in``."""
-        key = (name, only_in)
+        in the file ``only_in``; with ``keywords``, only in files that pass one of them
+        (``kw=``): a keyword-only parameter can be passed no other way."""
+        key = (name, only_in, keywords)
         if key not in self._memo:
             if only_in is not None:
                 paths = [only_in]
             else:
                 needle = re.compile(rb"\b" + re.escape(name.encode()) + rb"\s*\(")
-                paths = [p for p, t in self._all_texts().items() if needle.search(t)]
+                kw = re.compile(rb"\b(" + b"|".join(k.encode() for k in keywords) + rb")\s*=")
+                paths = [
+                    p
+                    for p, t in self._all_texts().items()
+                    if needle.search(t) and (not keywords or kw.search(t))
+                ]
             out: list[CallSite] = []
             for p in paths:
                 tree = self._tree(p)
@@ -232,7 +240,7 @@ class _Context:
     ref: Reference
     kind: CouplingKind
     resolver: object
-    overridden: set[tuple[str, str]]  # (downstream class, member it defines)
+    overridden: set[tuple[str, str, str]]  # (downstream file, class, member it defines)
     patched: dict[str, str]  # upstream dotted name -> downstream place that replaces it
 
     @property
@@ -305,7 +313,7 @@ def _live(
         return ""
     member = caller.rsplit(".", 1)[-1]
     owner = ctx.owner_cls
-    if owner and (owner, member) in ctx.overridden:
+    if owner and (ctx.ref.path, owner, member) in ctx.overridden:
         return f"{owner} overrides the caller `{caller}`"
     private = member.startswith("_") and not member.startswith("__")
     if not private or depth >= LIVENESS_DEPTH or ctx.cls is None:
@@ -398,13 +406,30 @@ def _who(ctx: _Context) -> str:
     return ctx.owner_cls or "the downstream class"
 
 
+def _keyword_only_needles(ctx: _Context) -> tuple[str, ...]:
+    """The new keyword-only parameters, when they are all the replacement rejects (then a
+    breaking call must name one of them); () when a call could break it otherwise."""
+    new = parse_params(ctx.change.new.signature or "") if ctx.change.new else None
+    if new is None or ctx.ref.signature is None:
+        return ()
+    problems = fresh_incompatibilities(ctx.change, ctx.ref.signature)
+    names = []
+    for p in problems:
+        m = re.fullmatch(r"does not accept keyword '(\w+)'", p)
+        if m is None or m.group(1) not in new.keyword_only or m.group(1) in new.required:
+            return ()
+        names.append(m.group(1))
+    return tuple(sorted(names))
+
+
 def _sites(calls: UpstreamCalls, ctx: _Context) -> list[CallSite]:
+    keywords = _keyword_only_needles(ctx)
     if ctx.member != "__init__":
-        return list(calls.sites(ctx.member))
+        return list(calls.sites(ctx.member, keywords=keywords))
     cls = ctx.cls
     if cls is None:
         return []
-    out = list(calls.sites(cls[1].rsplit(".", 1)[-1]))
+    out = list(calls.sites(cls[1].rsplit(".", 1)[-1], keywords=keywords))
     files = {
         ctx.resolver.module_paths.get(m)  # type: ignore[attr-defined]
         for m, _ in ctx.resolver.ancestors(*cls)  # type: ignore[attr-defined]
@@ -420,7 +445,7 @@ def search(
     ref: Reference,
     kind: CouplingKind,
     resolver,
-    overridden: set[tuple[str, str]],
+    overridden: set[tuple[str, str, str]],
     patched: dict[str, str],
 ) -> PathVerdict:
     """Is there a new-upstream call that passes the new argument shape to ``ref``'s
@@ -428,19 +453,18 @@ def search(
     ctx = _Context(change, ref, kind, resolver, overridden, patched)
     new_params = _new_parameters(change)
     what = ", ".join(f"`{p}`" for p in new_params) or "the new argument shape"
-    sites = _sites(calls, ctx)
-    if len(sites) > MAX_SITES:
+    shaped = [
+        (s, shape) for s in _sites(calls, ctx) if (shape := _breaks_shape(s, ctx)) is not False
+    ]
+    if len(shaped) > MAX_SITES:
         return PathVerdict(
             PathKind.GAVE_UP,
-            f"{len(sites)} calls of `{ctx.member}` in the new upstream: "
+            f"{len(shaped)} calls of `{ctx.member}` in the new upstream may pass {what}: "
             "too many receivers to follow",
         )
     not_followed: list[str] = []
     elsewhere: list[str] = []
-    for site in sites:
-        shape = _breaks_shape(site, ctx)
-        if shape is False:
-            continue
+    for site, shape in shaped:
         reach, why = _reaches(site, ctx)
         if shape is None:
             if reach is not False:

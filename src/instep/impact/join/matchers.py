@@ -121,6 +121,7 @@ class Join:
                     self.changed_in_module[c.module][c.qualname].append((i, c))
         self.out: dict[int, dict[tuple, Coupling]] = defaultdict(dict)
         self.overridden: set[tuple[str, str]] = set()  # (downstream class, member it defines)
+        self.overridden_in: set[tuple[str, str, str]] = set()  # (file, class, member)
         self.patched: dict[str, str] = {}  # upstream dotted name -> downstream patch site
         self.reach_memo: dict[str, dict[str, list[str]]] = {}
 
@@ -146,7 +147,7 @@ class Join:
         evidence = ""
         if self.calls is not None and breaking_path.needs_search(change, ref, k):
             path = breaking_path.search(
-                self.calls, change, ref, k, self.resolver, self.overridden, self.patched
+                self.calls, change, ref, k, self.resolver, self.overridden_in, self.patched
             )
             extra, evidence = extra | {path.kind.value}, path.text
         self.out[i][key] = decide(
@@ -166,6 +167,7 @@ class Join:
             if r.kind is CouplingKind.SUBCLASS_OVERRIDE and r.owner and "." in r.owner:
                 owner_cls, member = r.owner.rsplit(".", 1)
                 self.overridden.add((owner_cls, member))
+                self.overridden_in.add((r.path, owner_cls, member))
             elif r.kind is CouplingKind.MONKEYPATCH and r.signature is not None:
                 self.patched.setdefault(self.resolver.resolve(r.target), r.at)
         for r in refs:
