@@ -218,10 +218,14 @@ class UpstreamCalls:
             else:
                 needle = re.compile(rb"\b" + re.escape(name.encode()) + rb"\s*\(")
                 kw = re.compile(rb"\b(" + b"|".join(k.encode() for k in keywords) + rb")\s*=")
-                paths = [
+                raw, kws = name.encode(), [k.encode() for k in keywords]
+                paths = [  # plain substring tests first: they cost little on every file
                     p
                     for p, t in self._all_texts().items()
-                    if needle.search(t) and (not keywords or kw.search(t))
+                    if raw in t
+                    and (not kws or any(k in t for k in kws))
+                    and needle.search(t)
+                    and (not kws or kw.search(t))
                 ]
             out: list[CallSite] = []
             for p in paths:
