@@ -90,6 +90,18 @@ def impact_of_one_commit(
     """`instep impact --format json` of one upstream commit (``path``: ``before`` ->
     ``after``, tags v1..v2) on a downstream tree of ``downstream`` files (a ``torch_npu``
     package; its ``__init__.py`` files are added)."""
+    return impact_of_commit(root, {path: before}, {path: after}, message, downstream)
+
+
+def impact_of_commit(
+    root: Path,
+    before: dict[str, str],
+    after: dict[str, str],
+    message: str,
+    downstream: dict[str, str],
+) -> dict:
+    """As :func:`impact_of_one_commit`, for an upstream of several files: ``before``
+    holds the files at v1, ``after`` the files the commit writes."""
     import json
 
     from instep.cli import run as cli_run
@@ -97,10 +109,12 @@ def impact_of_one_commit(
     up = RepoBuilder(root / "pytorch")
     for package in ("torch/__init__.py", "torch/_inductor/__init__.py"):
         up.write(package, "")
-    up.write(path, before)
+    for path, text in before.items():
+        up.write(path, text)
     up.commit("base")
     up.tag("v1")
-    up.write(path, after)
+    for path, text in after.items():
+        up.write(path, text)
     up.commit(message)
     up.tag("v2")
     down = root / "torch_npu"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from instep.impact.join.verdicts import decide, judge_unit, rules
+from instep.impact.join.verdicts import coupling_text, decide, judge_unit, rules
 from instep.impact.model import (
     Action,
     ChangeKind,
@@ -71,10 +71,13 @@ def test_fork_with_old_signature_is_test_not_shim():
     )
 
 
-def test_override_with_old_signature_is_shim_high():
+def test_override_with_old_signature_is_shim_only_with_a_breaking_path():
+    path = "the new upstream calls it at torch/_inductor/graph.py:12 passing `implicit`"
     c = decide(
         _change(ChangeKind.SIGNATURE, also=(ChangeKind.BODY,)),
         _ref(CouplingKind.SUBCLASS_OVERRIDE, signature="x, sizes", body_hash="b"),
+        extra_facts=frozenset({"breaking_path"}),
+        evidence=path,
     )
     assert (c.action, c.risk, c.code_change, c.rule) == (
         Action.SHIM,
@@ -82,7 +85,25 @@ def test_override_with_old_signature_is_shim_high():
         Tristate.YES,
         "signature.replacement_breaks",
     )
-    assert "implicit" in c.detail
+    text = coupling_text(c, "en", None)
+    assert "implicit" in text and path in text and c.evidence == path
+    # no call passes the new shape: Test, saying so
+    none = "no new-upstream call passes `implicit` to it"
+    c = decide(
+        _change(ChangeKind.SIGNATURE),
+        _ref(CouplingKind.MONKEYPATCH, signature="x, sizes", body_hash="b"),
+        extra_facts=frozenset({"no_breaking_call"}),
+        evidence=none,
+    )
+    assert (c.action, c.rule) == (Action.TEST, "signature.no_breaking_call")
+    assert none in coupling_text(c, "en", None)
+    # nothing searched (or the search gave up): Test, never Shim
+    c = decide(
+        _change(ChangeKind.SIGNATURE),
+        _ref(CouplingKind.SUBCLASS_OVERRIDE, signature="x, sizes", body_hash="b"),
+    )
+    assert (c.action, c.rule) == (Action.TEST, "signature.path_unproven")
+    assert "no breaking-path search was made" in coupling_text(c, "en", None)
     # unless the downstream also overrides every upstream caller of the method
     c = decide(
         _change(ChangeKind.SIGNATURE),
@@ -97,7 +118,8 @@ def test_same_op_registration_with_old_signature_is_shim():
         _change(ChangeKind.SIGNATURE),
         _ref(CouplingKind.REGISTRATION, target="op:aten.expand", signature="x, sizes"),
     )
-    assert c.action is Action.SHIM
+    assert (c.action, c.rule) == (Action.SHIM, "signature.registration_breaks")
+    assert "graph nodes pass their args and kwargs" in coupling_text(c, "en", None)
 
 
 def test_already_adapted_signature_is_check():
@@ -123,6 +145,7 @@ def test_version_gate_for_new_torch_means_adapted():
         _change(ChangeKind.SIGNATURE),
         _ref(CouplingKind.MONKEYPATCH, signature="x, sizes", gate=gate),
         new_version=(2, 13, 0),
+        extra_facts=frozenset({"breaking_path"}),
     )
     assert c.action is Action.SHIM
 
@@ -256,8 +279,8 @@ def test_a_replacement_that_never_fit_is_not_broken_by_the_change():
     c = decide(change, ref)
     assert (c.action, c.rule) == (Action.TEST, "signature.replacement_already_differs")
     assert "does not accept 'sizes'" in c.detail
-    # a parameter the change adds is a new incompatibility: Shim
+    # a parameter the change adds is a new incompatibility: Shim when a call breaks it
     change = _change(ChangeKind.SIGNATURE, old_sig="x, sizes", new_sig="x, sizes, *, implicit=0")
-    c = decide(change, ref)
+    c = decide(change, ref, extra_facts=frozenset({"breaking_path"}), evidence="a call")
     assert (c.action, c.rule) == (Action.SHIM, "signature.replacement_breaks")
     assert c.problems == ["does not accept keyword 'implicit'"]

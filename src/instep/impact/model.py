@@ -205,6 +205,7 @@ class Coupling:
     best_effort: bool = False
     problems: list[str] = field(default_factory=list)  # signature incompatibilities found
     owner: str | None = None  # downstream qualname enclosing the place (None: module level)
+    evidence: str = ""  # the breaking path found, or why none was (join/breaking_path.py)
 
     @property
     def place(self) -> str:
@@ -228,6 +229,7 @@ class Coupling:
             "gate": self.gate.as_dict() if self.gate else None,
             "best_effort": self.best_effort,
             "problems": list(self.problems),
+            "evidence": self.evidence,
         }
 
 

@@ -70,6 +70,32 @@ class DownstreamIndex:
                 return dotted
         return dotted
 
+    def export_gate(self, dotted: str):
+        """The version gate, try/except or probe around the import by which a downstream
+        module re-exports ``dotted``'s upstream name (the first one along the chain), so
+        that a use through the re-export carries it: ``if CURRENT_VERSION >= (2, 14):
+        def f(): ...  else: from torch... import f``."""
+        for _ in range(12):
+            if dotted.split(".", 1)[0] in self.roots:
+                return None
+            parts = dotted.split(".")
+            for i in range(len(parts) - 1, 0, -1):
+                f = self.by_module.get(".".join(parts[:i]))
+                if f is None:
+                    continue
+                b = f.exports.get(parts[i])
+                if b is None or type(b) is Local:
+                    return None
+                target = self.resolve(b)
+                for r in f.references:
+                    if r.gate is not None and r.target in (b, target):
+                        return r.gate
+                dotted = ".".join([b, *parts[i + 1 :]])
+                break
+            else:
+                return None
+        return None
+
     def _defined(self, dotted: str) -> DownstreamFunction | None:
         """The downstream def a resolved dotted name denotes (module.qualname)."""
         parts = dotted.split(".")
@@ -119,7 +145,8 @@ class DownstreamIndex:
                 ck = config_key(target)
                 kind = CouplingKind.CONFIG if ck else CouplingKind.IMPORT_USE
                 detail = f"{'read' if ck else 'use'} via {r.target}"
-                out.append(replace(r, kind=kind, target=target, detail=detail))
+                gate = r.gate or self.export_gate(r.target)
+                out.append(replace(r, kind=kind, target=target, detail=detail, gate=gate))
         return out
 
     def _reexport_imports(self, f: DownstreamFileIndex) -> list[Reference]:
@@ -142,6 +169,7 @@ class DownstreamIndex:
                         snippet,
                         detail=f"import of {dn} (re-export)",
                         owner=owner,
+                        gate=self.export_gate(dn),
                     )
                 )
         return out

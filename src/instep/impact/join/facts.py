@@ -257,6 +257,18 @@ def override_facts(c: SymbolChange, r: Reference, resolver, overridden) -> froze
     return frozenset()
 
 
+def assignment_facts(c: SymbolChange, r: Reference, resolver) -> frozenset[str]:
+    """``assigns_only`` for a monkey-patch of a removed or renamed name that only assigns
+    it: the object it is set on still exists in the new upstream and the patch does not
+    read the original, so the assignment cannot fail (the patch goes dead)."""
+    if r.kind is not CouplingKind.MONKEYPATCH or r.calls_original:
+        return frozenset()
+    if c.kind not in (ChangeKind.REMOVED, ChangeKind.RENAMED) or "." not in r.target:
+        return frozenset()
+    owner = resolver.resolve(r.target.rsplit(".", 1)[0])
+    return frozenset({"assigns_only"}) if resolver.defined(owner) else frozenset()
+
+
 def member_facts(
     c: SymbolChange, member: str, names_in_file: Callable[[], frozenset[str]]
 ) -> frozenset[str]:

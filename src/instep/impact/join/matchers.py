@@ -17,8 +17,10 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Callable
 
+from instep.impact.join import breaking_path
 from instep.impact.join.facts import (
     DeadFallback,
+    assignment_facts,
     member_facts,
     override_facts,
     registration_facts,
@@ -92,8 +94,10 @@ class Join:
         roots: frozenset[str],
         new_version: tuple[int, ...] | None,
         names_in: Callable[[str], frozenset[str]],
+        calls: breaking_path.UpstreamCalls | None = None,
     ) -> None:
         self.resolver = resolver
+        self.calls = calls  # call sites of the new upstream, for breaking paths
         self.new_version = new_version
         self.names_in = names_in  # attribute names and quoted identifiers of a file
         self.dead_fallback = DeadFallback(resolver, roots)
@@ -117,6 +121,8 @@ class Join:
                     self.changed_in_module[c.module][c.qualname].append((i, c))
         self.out: dict[int, dict[tuple, Coupling]] = defaultdict(dict)
         self.overridden: set[tuple[str, str]] = set()  # (downstream class, member it defines)
+        self.overridden_in: set[tuple[str, str, str]] = set()  # (file, class, member)
+        self.patched: dict[str, str] = {}  # upstream dotted name -> downstream patch site
         self.reach_memo: dict[str, dict[str, list[str]]] = {}
 
     def add(
@@ -138,6 +144,12 @@ class Join:
         key = (k, change.ref, ref.path, line)
         if key in self.out[i]:
             return
+        evidence = ""
+        if self.calls is not None and breaking_path.needs_search(change, ref, k):
+            path = breaking_path.search(
+                self.calls, change, ref, k, self.resolver, self.overridden_in, self.patched
+            )
+            extra, evidence = extra | {path.kind.value}, path.text
         self.out[i][key] = decide(
             change,
             ref,
@@ -146,6 +158,7 @@ class Join:
             chain=chain,
             detail=detail,
             extra_facts=extra,
+            evidence=evidence,
         )
 
     def references(self, refs: list[Reference]) -> None:
@@ -154,6 +167,9 @@ class Join:
             if r.kind is CouplingKind.SUBCLASS_OVERRIDE and r.owner and "." in r.owner:
                 owner_cls, member = r.owner.rsplit(".", 1)
                 self.overridden.add((owner_cls, member))
+                self.overridden_in.add((r.path, owner_cls, member))
+            elif r.kind is CouplingKind.MONKEYPATCH and r.signature is not None:
+                self.patched.setdefault(self.resolver.resolve(r.target), r.at)
         for r in refs:
             if r.kind is CouplingKind.REGISTRATION or r.target.startswith(
                 ("op:", "backend:", "device_", "c_shim:")
@@ -180,7 +196,7 @@ class Join:
 
     def by_name(self, r: Reference, target: str) -> None:
         """The exact upstream name (resolved through re-exports; a rename's old name too)."""
-        still_there = self.resolver.defined(target)
+        still_there = self.resolver.defined(target) or self.resolver.imported(r.target)
         direct = self.by_dotted.get(target, []) + (
             self.by_dotted.get(r.target, []) if target != r.target else []
         )
@@ -188,6 +204,7 @@ class Join:
             if still_there and c.kind in (ChangeKind.REMOVED, ChangeKind.RENAMED):
                 continue  # moved or now inherited: the name the downstream uses still works
             extra = override_facts(c, r, self.resolver, self.overridden) | {"called_directly"}
+            extra |= assignment_facts(c, r, self.resolver)
             self.add(i, c, r, chain=[c.ref, f"{r.kind} at {r.at}"], extra=extra)
 
     def class_members(self, cls: tuple[str, str], r: Reference) -> None:

@@ -86,6 +86,7 @@ def decide(
     extra_facts: frozenset[str] = frozenset(),
     chain: list[str] | None = None,
     detail: str = "",
+    evidence: str = "",
 ) -> Coupling:
     """The verdict for one coupling of ``change`` through the downstream place ``ref``."""
     kind = kind or ref.kind
@@ -111,6 +112,7 @@ def decide(
         best_effort=ref.best_effort,
         problems=list(problems),
         owner=ref.owner,
+        evidence=evidence,
     )
 
 
@@ -173,7 +175,14 @@ def coupling_text(c: Coupling, lang: str, change: SymbolChange | None) -> str:
         detail=(change.detail if change and change.detail else str(change.kind) if change else ""),
         problem=problem,
         gate=c.gate.condition if c.gate else "",
+        evidence=c.evidence or _NOT_SEARCHED[lang],
     )
+
+
+_NOT_SEARCHED = {
+    "en": "no breaking-path search was made",
+    "zh": "未进行破坏路径搜索",
+}
 
 
 _NONE = {

@@ -80,6 +80,16 @@ class UpstreamResolver:
         idx = self.index(module)
         return idx is not None and rest in idx.symbols  # type: ignore[attr-defined]
 
+    def imported(self, dotted: str) -> bool:
+        """Does the module of ``dotted`` bind its last name by an import statement (a
+        re-export, from a Python module or from an extension such as ``torch._C``, whose
+        names cannot be read)? The new upstream's own module imports it, so it exists."""
+        module, rest = self.split(dotted)
+        if module is None or not rest or "." in rest:
+            return False
+        idx = self.index(module)
+        return idx is not None and rest in idx.imports  # type: ignore[attr-defined]
+
     def class_of(self, dotted: str) -> tuple[str, str] | None:
         """(module, class qualname) when ``dotted`` names an upstream class."""
         module, rest = self.split(dotted)

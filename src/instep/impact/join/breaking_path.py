@@ -1,0 +1,503 @@
+"""Find the call in the *new* upstream that breaks a downstream replacement, or say there
+is none.
+
+A downstream override or monkey-patch whose parameters no longer fit the new upstream
+signature breaks only when new upstream code calls it with the new argument shape (the
+new parameter by keyword, or more positional arguments than the replacement takes, or
+without an argument the replacement still requires). :class:`UpstreamCalls` finds the
+call sites of a name in the new upstream (a text filter, then the AST of the few files
+that name it); :func:`search` decides, per site, whether the call reaches the downstream
+object:
+
+* an override of ``C.m`` in a downstream class ``D``: ``self.m(...)`` / ``cls.m(...)``
+  in a method of ``C`` or one of its ancestors that ``D`` inherits (it does not override
+  the calling method, nor every caller of a private calling method), or ``cls(...)`` /
+  ``type(self)(...)`` for ``__init__``; a call on a class named in the source
+  (``SIMDKernelFeatures(...)``, ``Base.m(...)``) goes to that class, never to ``D``;
+* a patched function ``M.f``: a bare call ``f(...)`` in ``M`` (the module global is
+  looked up at call time) or ``M.f(...)`` through a module name; a bare call in another
+  module binds the name at import, before or after the patch: not followed;
+* a patched method ``C.m``: ``C.m(...)`` (or a subclass that inherits it) named in the
+  source, ``self.m(...)`` in ``C`` or a subclass that inherits ``m``;
+* a call whose caller the downstream replaces as well (patched, or overridden in ``D``)
+  is not live.
+
+Anything else (a receiver whose type is not written down, an unpacked ``*args``) is
+*not followed*: the search says so and the verdict stays Test. Static only: nothing is
+imported or run. This module neither picks a rule nor renders a report.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import Enum
+
+from instep.impact.model import ChangeKind, CouplingKind, Reference, SymbolChange
+from instep.pyindex.model import SymbolKind, module_of
+from instep.pyindex.signatures import call_problems, call_shape, incompatibilities, parse_params
+
+MAX_SITES = 200  # call sites of one name beyond which the search gives up (too many receivers)
+LIVENESS_DEPTH = 3  # how many private callers up the search follows a caller's liveness
+SELF_CONSTRUCTION = "<self>"  # cls(...), type(self)(...), self.__class__(...)
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+class PathKind(str, Enum):
+    BREAKS = "breaking_path"  # a new upstream call reaches the replacement and does not bind
+    NONE = "no_breaking_call"  # every call with the new shape goes elsewhere (or none exists)
+    GAVE_UP = "path_unproven"  # a call with the new shape whose target could not be told
+
+
+@dataclass(frozen=True)
+class CallSite:
+    """One call ``name(...)`` / ``recv.name(...)`` in the new upstream."""
+
+    path: str
+    line: int
+    name: str  # the called name, or SELF_CONSTRUCTION
+    receiver: str | None  # unparsed callee object ('self', 'ir.Reduction'); None: a bare name
+    shape: str  # pyindex.signatures.call_shape
+    keywords: tuple[str, ...]
+    cls: str | None  # qualname of the innermost enclosing class
+    caller: str | None  # qualname of the enclosing def at module or class level
+    nested: bool  # inside a def nested in ``caller`` (a closure may outlive a replacement)
+
+    @property
+    def at(self) -> str:
+        return f"{self.path}:{self.line}"
+
+    @property
+    def module(self) -> str:
+        return module_of(self.path)
+
+
+@dataclass(frozen=True)
+class PathVerdict:
+    kind: PathKind
+    text: str
+
+
+def fresh_incompatibilities(change: SymbolChange, signature: str) -> list[str]:
+    """What the new upstream signature allows and ``signature`` rejects, beyond what the
+    old signature already allowed and it rejected (empty: the change broke nothing)."""
+    new = change.new.signature if change.new is not None else None
+    if new is None:
+        return []
+    old = change.old.signature if change.old is not None else None
+    method = change.symbol_kind is SymbolKind.METHOD
+    now = incompatibilities(signature, new, method=method)
+    before = incompatibilities(signature, old, method=method) if old else []
+    return [p for p in now if p not in before]
+
+
+def needs_search(change: SymbolChange, ref: Reference, kind: CouplingKind) -> bool:
+    """An override or patch that the signature change made stop fitting."""
+    return (
+        kind in (CouplingKind.SUBCLASS_OVERRIDE, CouplingKind.MONKEYPATCH)
+        and ChangeKind.SIGNATURE in change.aspects
+        and change.symbol_kind in (SymbolKind.FUNCTION, SymbolKind.METHOD)
+        and ref.signature is not None
+        and bool(fresh_incompatibilities(change, ref.signature))
+    )
+
+
+class _Sites(ast.NodeVisitor):
+    def __init__(self, path: str, names: frozenset[str]) -> None:
+        self.path = path
+        self.names = names
+        self.stack: list[tuple[str, str]] = []  # ('class'|'def', name)
+        self.out: dict[str, list[CallSite]] = {n: [] for n in names}
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self.stack.append(("class", node.name))
+        self.generic_visit(node)
+        self.stack.pop()
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self.stack.append(("def", node.name))
+        self.generic_visit(node)
+        self.stack.pop()
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def _where(self) -> tuple[str | None, str | None, bool]:
+        cls = caller = None
+        nested = False
+        names: list[str] = []
+        for kind, name in self.stack:
+            if caller is not None:
+                nested = True
+                break
+            names.append(name)
+            if kind == "class":
+                cls = ".".join(names)
+            else:
+                caller = ".".join(names)
+        return cls, caller, nested
+
+    def visit_Call(self, node: ast.Call) -> None:
+        f = node.func
+        name = receiver = None
+        if isinstance(f, ast.Name):
+            name = SELF_CONSTRUCTION if f.id == "cls" else f.id
+        elif isinstance(f, ast.Attribute):
+            if f.attr == "__class__":
+                name = SELF_CONSTRUCTION
+            else:
+                name, receiver = f.attr, ast.unparse(f.value)
+        elif (
+            isinstance(f, ast.Call)
+            and isinstance(f.func, ast.Name)
+            and f.func.id == "type"
+            and len(f.args) == 1
+        ):
+            name = SELF_CONSTRUCTION
+        if name in self.names:
+            cls, caller, nested = self._where()
+            self.out[name].append(
+                CallSite(
+                    self.path,
+                    node.lineno,
+                    name,
+                    receiver,
+                    call_shape(node),
+                    tuple(k.arg for k in node.keywords if k.arg is not None),
+                    cls,
+                    caller,
+                    nested,
+                )
+            )
+        self.generic_visit(node)
+
+
+class UpstreamCalls:
+    """Call sites of names in the new upstream, found on demand and memoised."""
+
+    def __init__(self, paths: Iterable[str], read: Callable[[str], bytes | None]) -> None:
+        self.paths = [p for p in paths if p.endswith(".py")]
+        self.read = read
+        self._texts: dict[str, bytes] | None = None
+        self._trees: dict[str, ast.Module | None] = {}
+        self._memo: dict[tuple[str, str | None, tuple[str, ...]], list[CallSite]] = {}
+
+    def _all_texts(self) -> dict[str, bytes]:
+        if self._texts is None:
+            texts = {}
+            for p in self.paths:
+                try:
+                    data = self.read(p)
+                except (OSError, KeyError):
+                    data = None
+                if data:
+                    texts[p] = data
+            self._texts = texts
+        return self._texts
+
+    def _tree(self, path: str) -> ast.Module | None:
+        if path not in self._trees:
+            try:
+                text = self._all_texts()[path].decode("utf-8", "replace")
+                self._trees[path] = ast.parse(text, path)
+            except (KeyError, SyntaxError, ValueError):
+                self._trees[path] = None
+        return self._trees[path]
+
+    def sites(
+        self, name: str, only_in: str | None = None, keywords: tuple[str, ...] = ()
+    ) -> list[CallSite]:
+        """Calls of ``name`` (``name(...)``, ``x.name(...)``), or of :data:`SELF_CONSTRUCTION`
+        in the file ``only_in``; with ``keywords``, only in files that pass one of them
+        (``kw=``): a keyword-only parameter can be passed no other way."""
+        key = (name, only_in, keywords)
+        if key not in self._memo:
+            if only_in is not None:
+                paths = [only_in]
+            else:
+                needle = re.compile(rb"\b" + re.escape(name.encode()) + rb"\s*\(")
+                kw = re.compile(rb"\b(" + b"|".join(k.encode() for k in keywords) + rb")\s*=")
+                raw, kws = name.encode(), [k.encode() for k in keywords]
+                paths = [  # plain substring tests first: they cost little on every file
+                    p
+                    for p, t in self._all_texts().items()
+                    if raw in t
+                    and (not kws or any(k in t for k in kws))
+                    and needle.search(t)
+                    and (not kws or kw.search(t))
+                ]
+            out: list[CallSite] = []
+            for p in paths:
+                tree = self._tree(p)
+                if tree is not None:
+                    visitor = _Sites(p, frozenset({name}))
+                    visitor.visit(tree)
+                    out.extend(visitor.out[name])
+            self._memo[key] = out
+        return self._memo[key]
+
+
+@dataclass
+class _Context:
+    change: SymbolChange
+    ref: Reference
+    kind: CouplingKind
+    resolver: object
+    overridden: set[tuple[str, str, str]]  # (downstream file, class, member it defines)
+    patched: dict[str, str]  # upstream dotted name -> downstream place that replaces it
+
+    @property
+    def method(self) -> bool:
+        return self.change.symbol_kind is SymbolKind.METHOD
+
+    @property
+    def member(self) -> str:
+        return self.change.qualname.rsplit(".", 1)[-1]
+
+    @property
+    def owner_cls(self) -> str | None:
+        owner = self.ref.owner or ""
+        return owner.rsplit(".", 1)[0] if "." in owner else None
+
+    @property
+    def cls(self) -> tuple[str, str] | None:
+        if not self.method:
+            return None
+        return self.change.module, self.change.qualname.rsplit(".", 1)[0]
+
+
+def _breaks_shape(site: CallSite, ctx: _Context) -> bool | None:
+    """Does the call pass what the new signature takes and the replacement rejects?
+    None: it unpacks arguments and names nothing the replacement rejects."""
+    new = ctx.change.new.signature if ctx.change.new else None
+    rep = ctx.ref.signature
+    if new is None or rep is None:
+        return False
+    rp = parse_params(rep)
+    if rp is None:
+        return False
+    got_rep = call_problems(site.shape, rep, method=ctx.method)
+    got_new = call_problems(site.shape, new, method=ctx.method)
+    if got_rep is None or got_new is None:  # *args / **kwargs: the named keywords still tell
+        np = parse_params(new)
+        accepts_new = np is not None and (np.varkw or set(site.keywords) <= np.names)
+        rejected = [k for k in site.keywords if k not in rp.names] if not rp.varkw else []
+        return True if (rejected and accepts_new) else None
+    return got_new == [] and got_rep != []
+
+
+def _resolve_expr(site: CallSite, expr: str | None, ctx: _Context) -> str | None:
+    """The dotted upstream name that ``expr``, written at ``site`` as a name or a dotted
+    name, denotes; None for anything else (a call, a subscript, a local variable)."""
+    if expr is None or not _IDENT.match(expr):
+        return None
+    r = ctx.resolver
+    head = expr.split(".", 1)[0]
+    idx = r.index(site.module)  # type: ignore[attr-defined]
+    local = idx is not None and (head in idx.symbols or head in idx.imports)
+    if not local and head not in r.module_paths:  # type: ignore[attr-defined]
+        return None
+    dotted = f"{site.module}.{expr}" if local else expr
+    return r.resolve(dotted)  # type: ignore[attr-defined]
+
+
+def _is_module(dotted: str, ctx: _Context) -> bool:
+    return dotted in ctx.resolver.module_paths  # type: ignore[attr-defined]
+
+
+def _live(
+    module: str, site_cls: tuple[str, str] | None, caller: str, ctx: _Context, depth: int = 0
+) -> str:
+    """'' when the calling function runs for the downstream object, else why it does not."""
+    dotted = f"{module}.{caller}"
+    if dotted in ctx.patched:
+        return f"its caller `{caller}` is replaced downstream too ({ctx.patched[dotted]})"
+    if ctx.kind is not CouplingKind.SUBCLASS_OVERRIDE or site_cls is None:
+        return ""
+    member = caller.rsplit(".", 1)[-1]
+    owner = ctx.owner_cls
+    if owner and (ctx.ref.path, owner, member) in ctx.overridden:
+        return f"{owner} overrides the caller `{caller}`"
+    private = member.startswith("_") and not member.startswith("__")
+    if not private or depth >= LIVENESS_DEPTH or ctx.cls is None:
+        return ""
+    callers: list[tuple[tuple[str, str], str]] = []
+    for amod, aqual in ctx.resolver.ancestors(*ctx.cls):  # type: ignore[attr-defined]
+        idx = ctx.resolver.index(amod)  # type: ignore[attr-defined]
+        if idx is None:
+            continue
+        for q, sym in idx.symbols.items():
+            direct = q.startswith(aqual + ".") and q.count(".") == aqual.count(".") + 1
+            if direct and f"self.{member}" in sym.calls:
+                callers.append(((amod, aqual), q))
+    if not callers:
+        return ""
+    why = [_live(c[0], c, q, ctx, depth + 1) for c, q in callers]
+    if all(why):
+        return f"`{caller}` is called only from {', '.join(f'`{q}`' for _, q in callers)}: " + (
+            "; ".join(dict.fromkeys(why))
+        )
+    return ""
+
+
+def _reaches(site: CallSite, ctx: _Context) -> tuple[bool | None, str]:
+    """(True: the call reaches the downstream object; False: it goes elsewhere; None:
+    not followed), with the reason."""
+    r = ctx.resolver
+    site_cls = (site.module, site.cls) if site.cls else None
+    if site.caller and not site.nested:
+        why = _live(site.module, site_cls, site.caller, ctx)
+        if why:
+            return False, why
+    if ctx.kind is CouplingKind.MONKEYPATCH and not ctx.method:
+        if site.receiver is None:
+            idx = r.index(site.module)  # type: ignore[attr-defined]
+            name = ctx.member
+            if site.module == ctx.change.module and idx is not None and name in idx.symbols:
+                return True, "it looks the module global up at call time"
+            dotted = f"{site.module}.{name}"
+            if idx is not None and name in idx.imports and r.resolve(dotted) == ctx.change.dotted:  # type: ignore[attr-defined]
+                return None, "it binds the name at import, before or after the patch"
+            return False, "another function of that name"
+        target = _resolve_expr(site, site.receiver, ctx)
+        if target is None:
+            return None, f"receiver `{site.receiver}` not resolved"
+        if target == ctx.change.module:
+            return True, f"`{site.receiver}` is the patched module"
+        return False, f"`{site.receiver}` is `{target}`"
+    cls = ctx.cls
+    if cls is None:
+        return None, "not a method"
+    ancestors = ctx.resolver.ancestors(*cls)  # type: ignore[attr-defined]
+    if site.name == SELF_CONSTRUCTION or site.receiver in ("self", "cls"):
+        # self.m(...), cls.m(...); cls(...) / type(self)(...) for __init__
+        if site_cls is None:
+            return None, "no enclosing class"
+        if site_cls in ancestors:
+            recv = site.receiver or "cls"
+            return True, f"`{recv}` in `{site.caller}`, which {_who(ctx)} inherits"
+        below = ctx.resolver.ancestors(*site_cls)  # type: ignore[attr-defined]
+        if cls in below:
+            if ctx.kind is CouplingKind.MONKEYPATCH:
+                found = ctx.resolver.find_member(*site_cls, ctx.member)  # type: ignore[attr-defined]
+                if found == ctx.change.dotted:
+                    return True, f"`{site_cls[1]}` inherits the patched `{ctx.change.qualname}`"
+                return False, f"`{site_cls[1]}` overrides `{ctx.member}`"
+            return None, f"a call in subclass `{site_cls[1]}`, not known to be {_who(ctx)}'s base"
+        return False, f"`{site_cls[1]}` is not in the class hierarchy"
+    if ctx.member == "__init__":  # Cls(...) / mod.Cls(...): the class named
+        expr = f"{site.receiver}.{site.name}" if site.receiver else site.name
+    elif site.receiver is None:
+        return False, "another function of that name"
+    else:
+        expr = site.receiver
+    target = _resolve_expr(site, expr, ctx)
+    if target is None:
+        return None, f"receiver `{expr}` not resolved (dynamic dispatch)"
+    found = ctx.resolver.class_of(target)  # type: ignore[attr-defined]
+    if found is None:
+        return None, f"receiver `{expr}` is not a class read statically"
+    if ctx.kind is CouplingKind.SUBCLASS_OVERRIDE:
+        return False, f"it names the upstream class `{found[1]}`, never {_who(ctx)}"
+    member = ctx.resolver.find_member(*found, ctx.member)  # type: ignore[attr-defined]
+    if member == ctx.change.dotted:
+        return True, f"`{expr}.{ctx.member}` is the patched attribute"
+    return False, f"`{found[1]}` has its own `{ctx.member}`"
+
+
+def _who(ctx: _Context) -> str:
+    return ctx.owner_cls or "the downstream class"
+
+
+def _keyword_only_needles(ctx: _Context) -> tuple[str, ...]:
+    """The new keyword-only parameters, when they are all the replacement rejects (then a
+    breaking call must name one of them); () when a call could break it otherwise."""
+    new = parse_params(ctx.change.new.signature or "") if ctx.change.new else None
+    if new is None or ctx.ref.signature is None:
+        return ()
+    problems = fresh_incompatibilities(ctx.change, ctx.ref.signature)
+    names = []
+    for p in problems:
+        m = re.fullmatch(r"does not accept keyword '(\w+)'", p)
+        if m is None or m.group(1) not in new.keyword_only or m.group(1) in new.required:
+            return ()
+        names.append(m.group(1))
+    return tuple(sorted(names))
+
+
+def _sites(calls: UpstreamCalls, ctx: _Context) -> list[CallSite]:
+    keywords = _keyword_only_needles(ctx)
+    if ctx.member != "__init__":
+        return list(calls.sites(ctx.member, keywords=keywords))
+    cls = ctx.cls
+    if cls is None:
+        return []
+    out = list(calls.sites(cls[1].rsplit(".", 1)[-1], keywords=keywords))
+    files = {
+        ctx.resolver.module_paths.get(m)  # type: ignore[attr-defined]
+        for m, _ in ctx.resolver.ancestors(*cls)  # type: ignore[attr-defined]
+    }
+    for path in sorted(p for p in files if p):
+        out.extend(calls.sites(SELF_CONSTRUCTION, only_in=path))
+    return out
+
+
+def search(
+    calls: UpstreamCalls,
+    change: SymbolChange,
+    ref: Reference,
+    kind: CouplingKind,
+    resolver,
+    overridden: set[tuple[str, str, str]],
+    patched: dict[str, str],
+) -> PathVerdict:
+    """Is there a new-upstream call that passes the new argument shape to ``ref``'s
+    replacement of ``change``? The text quotes it, or says why none was found."""
+    ctx = _Context(change, ref, kind, resolver, overridden, patched)
+    new_params = _new_parameters(change)
+    what = ", ".join(f"`{p}`" for p in new_params) or "the new argument shape"
+    shaped = [
+        (s, shape) for s in _sites(calls, ctx) if (shape := _breaks_shape(s, ctx)) is not False
+    ]
+    if len(shaped) > MAX_SITES:
+        return PathVerdict(
+            PathKind.GAVE_UP,
+            f"{len(shaped)} calls of `{ctx.member}` in the new upstream may pass {what}: "
+            "too many receivers to follow",
+        )
+    not_followed: list[str] = []
+    elsewhere: list[str] = []
+    for site, shape in shaped:
+        reach, why = _reaches(site, ctx)
+        if shape is None:
+            if reach is not False:
+                not_followed.append(f"{site.at} unpacks its arguments")
+            continue
+        if reach:
+            return PathVerdict(
+                PathKind.BREAKS,
+                f"the new upstream calls it at {site.at}"
+                f"{f' (in `{site.caller}`)' if site.caller else ''} passing {what}, "
+                f"and the call reaches {ref.path}:{ref.line}: {why}",
+            )
+        (elsewhere if reach is False else not_followed).append(f"{site.at}: {why}")
+    if not_followed:
+        return PathVerdict(
+            PathKind.GAVE_UP,
+            f"a new-upstream call passes {what} but its target was not followed "
+            f"({'; '.join(not_followed[:2])})",
+        )
+    reason = f"no new-upstream call passes {what} to it"
+    if elsewhere:
+        reason += f" (the calls that pass it go elsewhere: {'; '.join(elsewhere[:2])})"
+    return PathVerdict(PathKind.NONE, reason)
+
+
+def _new_parameters(change: SymbolChange) -> list[str]:
+    old = parse_params(change.old.signature or "") if change.old else None
+    new = parse_params(change.new.signature or "") if change.new else None
+    if new is None:
+        return []
+    before = old.names if old is not None else frozenset()
+    return [n for n in (*new.positional, *new.keyword_only) if n not in before]
