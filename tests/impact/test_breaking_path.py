@@ -44,6 +44,33 @@ class Other:
 
 def use_other(holder):
     return holder.other.emit(1)
+
+
+class Scheduling:
+    def emit_kernel_for_nodes(self, nodes):
+        return nodes
+
+
+class Driver:
+    def __init__(self, backend):
+        self.backend = backend
+
+    def codegen(self, nodes):
+        return self.backend.emit_kernel_for_nodes(nodes)
+
+
+class Renderer:
+    def render_group(self, nodes):
+        return nodes
+
+
+class Printer:
+    def render_group(self, nodes):
+        return nodes
+
+
+def draw(backend, nodes):
+    return backend.render_group(nodes)
 """
 
 SCHED_V2 = (
@@ -56,6 +83,16 @@ SCHED_V2 = (
     .replace("return Features(nodes)", "return Features(nodes, scores=1)")
     .replace("def emit(self, nodes):", "def emit(self, nodes, *, fast=False):")
     .replace("return holder.other.emit(1)", "return holder.other.emit(1, fast=True)")
+    .replace(
+        "def emit_kernel_for_nodes(self, nodes):",
+        "def emit_kernel_for_nodes(self, nodes, hint=None):",
+    )
+    .replace(
+        "self.backend.emit_kernel_for_nodes(nodes)",
+        "self.backend.emit_kernel_for_nodes(nodes, hint=1)",
+    )
+    .replace("def render_group(self, nodes):", "def render_group(self, nodes, hint=None):", 1)
+    .replace("return backend.render_group(nodes)", "return backend.render_group(nodes, hint=1)")
 )
 
 LOWERING_V1 = """\
@@ -105,7 +142,7 @@ LOWERING_V2 = (
 )
 
 DOWN_SCHED = """\
-from torch._inductor.sched import Base, Features, Other
+from torch._inductor.sched import Base, Features, Other, Renderer, Scheduling
 
 
 class Reached(Base):
@@ -134,6 +171,16 @@ def _emit(self, nodes):
 
 
 Other.emit = _emit
+
+
+class NPUScheduling(Scheduling):
+    def emit_kernel_for_nodes(self, nodes):
+        return nodes
+
+
+class NPURenderer(Renderer):
+    def render_group(self, nodes):
+        return nodes
 """
 
 DOWN_LOWERING = """\
@@ -254,3 +301,21 @@ def test_overrides_count_in_the_class_of_the_same_file_only(couplings):
     c = couplings["Base.gen@sched2:Shielded.gen"]
     assert (c["action"], c["rule"]) == ("Shim", "signature.replacement_breaks")
     assert "torch_npu/_inductor/sched2.py:5" in c["evidence"]
+
+
+def test_an_untyped_receiver_of_a_method_only_the_hierarchy_defines_reaches_the_override(
+    couplings,
+):
+    # `self.backend` is not typed, but only Scheduling (and the downstream subclass)
+    # defines emit_kernel_for_nodes: upstream reaches the backend's object this way
+    c = couplings["Scheduling.emit_kernel_for_nodes@NPUScheduling.emit_kernel_for_nodes"]
+    assert (c["action"], c["rule"]) == ("Shim", "signature.replacement_breaks")
+    assert "receiver `self.backend` is not typed" in c["evidence"]
+    assert "only `Scheduling`'s class hierarchy defines" in c["evidence"]
+
+
+def test_an_untyped_receiver_of_a_name_another_class_defines_stays_test(couplings):
+    # Printer.render_group, outside Renderer's hierarchy, could be the receiver
+    c = couplings["Renderer.render_group@NPURenderer.render_group"]
+    assert (c["action"], c["rule"]) == ("Test", "signature.path_unproven")
+    assert "receiver `backend` not resolved" in c["evidence"]

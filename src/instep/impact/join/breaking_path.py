@@ -20,9 +20,15 @@ object:
 * a patched method ``C.m``: ``C.m(...)`` (or a subclass that inherits it) named in the
   source, ``self.m(...)`` in ``C`` or a subclass that inherits ``m``;
 * a call whose caller the downstream replaces as well (patched, or overridden in ``D``)
-  is not live.
+  is not live;
+* a call of the method on a receiver whose type is not written down
+  (``self.backend.m(...)``, ``self.get_backend(device).m(...)``) when, in the whole new
+  upstream, only classes of ``C``'s hierarchy (``C``, its ancestors, its subclasses)
+  define ``m`` and no module function or other class does: whatever the receiver is, it
+  is one of them (:meth:`UpstreamCalls.definers`). This is how upstream reaches a
+  backend's scheduling or kernel object, which it only knows through a registry.
 
-Anything else (a receiver whose type is not written down, an unpacked ``*args``) is
+Anything else (another receiver whose type is not written down, an unpacked ``*args``) is
 *not followed*: the search says so and the verdict stays Test. Static only: nothing is
 imported or run. This module neither picks a rule nor renders a report.
 """
@@ -30,10 +36,13 @@ imported or run. This module neither picks a rule nor renders a report.
 from __future__ import annotations
 
 import ast
+import functools
 import re
+import sysconfig
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
+from pathlib import Path
 
 from instep.impact.model import ChangeKind, CouplingKind, Reference, SymbolChange
 from instep.pyindex.model import SymbolKind, module_of
@@ -42,6 +51,7 @@ from instep.pyindex.signatures import call_problems, call_shape, incompatibiliti
 MAX_SITES = 200  # call sites of one name beyond which the search gives up (too many receivers)
 LIVENESS_DEPTH = 3  # how many private callers up the search follows a caller's liveness
 SELF_CONSTRUCTION = "<self>"  # cls(...), type(self)(...), self.__class__(...)
+_METHOD_DEF = re.compile(rb"^[ \t]+(?:async[ \t]+)?def[ \t]+(\w+)[ \t]*\(", re.MULTILINE)
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
@@ -205,6 +215,33 @@ class UpstreamCalls:
                 self._trees[path] = None
         return self._trees[path]
 
+    def definers(self, name: str, resolver) -> set[tuple[str, str]] | None:
+        """The (module, class) pairs whose body defines a method ``name`` in the new
+        upstream; None when a module-level function or a class attribute of that name
+        exists too (a call of the name could then go there)."""
+        key = ("<definers>", name, ())
+        if key not in self._memo:
+            needle = re.compile(rb"\b(def\s+" + re.escape(name.encode()) + rb"\s*\(|"
+                                + re.escape(name.encode()) + rb"\s*=)")
+            raw = name.encode()
+            found: set[tuple[str, str]] | None = set()
+            for p, t in self._all_texts().items():
+                if raw not in t or not needle.search(t):
+                    continue
+                idx = resolver.index(module_of(p))
+                for q, sym in (idx.symbols.items() if idx is not None else ()):
+                    if q.rsplit(".", 1)[-1] != name:
+                        continue
+                    if sym.kind is SymbolKind.METHOD:
+                        found.add((module_of(p), q.rsplit(".", 1)[0]))  # type: ignore[union-attr]
+                    elif sym.kind in (SymbolKind.FUNCTION, SymbolKind.CLASS_ATTRIBUTE):
+                        found = None
+                        break
+                if found is None:
+                    break
+            self._memo[key] = found  # type: ignore[assignment]
+        return self._memo[key]  # type: ignore[return-value]
+
     def sites(
         self, name: str, only_in: str | None = None, keywords: tuple[str, ...] = ()
     ) -> list[CallSite]:
@@ -246,6 +283,7 @@ class _Context:
     resolver: object
     overridden: set[tuple[str, str, str]]  # (downstream file, class, member it defines)
     patched: dict[str, str]  # upstream dotted name -> downstream place that replaces it
+    calls: UpstreamCalls | None = None
 
     @property
     def method(self) -> bool:
@@ -394,6 +432,9 @@ def _reaches(site: CallSite, ctx: _Context) -> tuple[bool | None, str]:
         expr = site.receiver
     target = _resolve_expr(site, expr, ctx)
     if target is None:
+        only = _only_in_hierarchy(ctx) if ctx.member != "__init__" else None
+        if only:
+            return True, f"receiver `{expr}` is not typed, but {only}"
         return None, f"receiver `{expr}` not resolved (dynamic dispatch)"
     found = ctx.resolver.class_of(target)  # type: ignore[attr-defined]
     if found is None:
@@ -404,6 +445,48 @@ def _reaches(site: CallSite, ctx: _Context) -> tuple[bool | None, str]:
     if member == ctx.change.dotted:
         return True, f"`{expr}.{ctx.member}` is the patched attribute"
     return False, f"`{found[1]}` has its own `{ctx.member}`"
+
+
+@functools.lru_cache(maxsize=1)
+def _stdlib_methods() -> frozenset[bytes]:
+    """The method names Python's standard library defines (indented ``def``s), read from
+    the running interpreter's stdlib sources (tests left out): a receiver that upstream
+    does not type could be one of those objects (``handler.emit``, ``thread.run``)."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    names: set[bytes] = set()
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root).parts
+        if rel[0] in ("site-packages", "dist-packages") or "test" in rel or "tests" in rel:
+            continue
+        try:
+            names.update(_METHOD_DEF.findall(path.read_bytes()))
+        except OSError:
+            continue
+    return frozenset(names)
+
+
+def _only_in_hierarchy(ctx: _Context) -> str | None:
+    """Why any receiver of ``.member(...)`` is in the changed class's hierarchy, or None
+    when another class, a module function or a class attribute of that name exists."""
+    cls = ctx.cls
+    if cls is None or ctx.calls is None:
+        return None
+    if ctx.member.encode() in _stdlib_methods():
+        return None
+    definers = ctx.calls.definers(ctx.member, ctx.resolver)
+    if not definers:
+        return None
+    r = ctx.resolver
+    if ctx.kind is CouplingKind.MONKEYPATCH and definers != {cls}:
+        return None  # a patched method is reached only where no other class defines it
+    up = set(r.ancestors(*cls))  # type: ignore[attr-defined]
+    for d in definers:
+        if d not in up and cls not in r.ancestors(*d):  # type: ignore[attr-defined]
+            return None
+    return (
+        f"only `{cls[1]}`'s class hierarchy defines `{ctx.member}` in the new upstream "
+        f"({len(definers)} class(es)), so the receiver is one of them"
+    )
 
 
 def _who(ctx: _Context) -> str:
@@ -454,7 +537,7 @@ def search(
 ) -> PathVerdict:
     """Is there a new-upstream call that passes the new argument shape to ``ref``'s
     replacement of ``change``? The text quotes it, or says why none was found."""
-    ctx = _Context(change, ref, kind, resolver, overridden, patched)
+    ctx = _Context(change, ref, kind, resolver, overridden, patched, calls)
     new_params = _new_parameters(change)
     what = ", ".join(f"`{p}`" for p in new_params) or "the new argument shape"
     shaped = [
