@@ -46,6 +46,19 @@ def _stage_map(pairs: tuple[str, ...]) -> dict[str, str]:
 )
 @click.option("--range", "rev_range", metavar="A..B", help="Commit range of --upstream-git.")
 @click.option(
+    "--first-parent",
+    is_flag=True,
+    help="--upstream-git: follow first parents only, one unit per merged PR (merge commits).",
+)
+@click.option(
+    "--upstream-package",
+    "upstream_packages",
+    multiple=True,
+    metavar="NAME",
+    help="Top-level upstream package the downstream imports (repeatable; default: torch, "
+    "else the packages at the top of the upstream).",
+)
+@click.option(
     "--patches", metavar="DIR", help="Unified diffs / format-patch files applied to --upstream-old."
 )
 @click.option(
@@ -107,6 +120,8 @@ def impact(
     upstream_new,
     upstream_git,
     rev_range,
+    first_parent,
+    upstream_packages,
     patches,
     downstream,
     fmt,
@@ -148,6 +163,8 @@ def impact(
         stage_map={**ic.stage_map, **_stage_map(stage_map)},
         exclude=[*ic.exclude, *exclude],
         min_supported=_version_tuple(min_supported),
+        first_parent=first_parent,
+        upstream_packages=tuple(upstream_packages),
     )
     started = time.perf_counter()
     report = analyse(req)

@@ -64,6 +64,8 @@ class ImpactRequest:
     exclude: list[str] = field(default_factory=list)
     min_supported: tuple[int, ...] | None = None
     large_file_changes: int = 40  # release units split per class above this many changes
+    first_parent: bool = False  # git: one unit per merge of the first-parent line
+    upstream_packages: tuple[str, ...] = ()  # top-level upstream packages (default: detected)
 
     def mode(self) -> str:
         if self.upstream_git or self.rev_range:
@@ -84,6 +86,8 @@ class ImpactRequest:
                     "and no --upstream-new"
                 )
             return "patches"
+        if self.first_parent:
+            raise BadInput("--first-parent goes with --upstream-git and --range (commit mode)")
         if self.upstream_old and self.upstream_new:
             return "release"
         raise BadInput(
@@ -176,7 +180,7 @@ class _Analysis:
                 for p in self.new.units
             ]
         repo = sources.GitRepo(Path(req.upstream_git))
-        commits = list(sources.iter_commits(repo, req.rev_range))
+        commits = list(sources.iter_commits(repo, req.rev_range, first_parent=req.first_parent))
         sources.mark_reverts(commits)
         start, _, end = req.rev_range.partition("..")
         self.old = sources.GitSnapshot(repo, start.strip(".") or "HEAD")
@@ -236,6 +240,7 @@ class _Analysis:
                     self.texts[(u.id, path)] = (old, new)
                     diffs.append(fdiff)
                 per_unit.append(symbol_diff.join(diffs))
+        self._add_gone_modules(raw, per_unit)
         out: list[UpstreamChange] = []
         if self.mode == "release":
             for u, changes in zip(raw, per_unit, strict=True):
@@ -245,6 +250,23 @@ class _Analysis:
             out = [self._unit(u, changes) for u, changes in zip(raw, per_unit, strict=True)]
         self.stats["symbol_changes"] = sum(len(u.changes) for u in out)
         return [u for u in out if u.changes]
+
+    def _add_gone_modules(self, raw: list[_RawUnit], per_unit: list[list[SymbolChange]]) -> None:
+        """Names of modules renamed, split or deleted, at their old path (module_moves)."""
+        from instep.impact.upstream import module_moves
+
+        new_side = None
+        if self.mode == "release":  # a release's moves land in other units' files
+            new_side = module_moves.NewSide(f for u in raw for f in u.files if f.old is None)
+        for u, changes in zip(raw, per_unit, strict=True):
+            if self.mode == "release":
+                where = str(self.labels["new"])
+            elif u.commit:
+                where = f"commit {u.commit[:12]}" + (f" (#{u.pr})" if u.pr else "")
+            else:
+                where = f"patch {u.id}"
+            gone = module_moves.gone_names(u.files, self.stage_of, where, new_side)
+            module_moves.merge(changes, gone)
 
     @staticmethod
     def _unit(u: _RawUnit, changes: list[SymbolChange]) -> UpstreamChange:
@@ -292,6 +314,23 @@ class _Analysis:
 
     # downstream ----------------------------------------------------------------------
 
+    def _upstream_roots(self) -> tuple[str, ...]:
+        """The upstream's top-level packages that downstream imports are read against:
+        ``--upstream-package``, else ``torch`` when the new upstream has it, else the
+        packages at the top of the new upstream (test packages left out)."""
+        from instep.impact.upstream.sources import is_test_path
+
+        if self.req.upstream_packages:
+            return tuple(self.req.upstream_packages)
+        tops = sorted(
+            {
+                p.split("/", 1)[0]
+                for p in self.new.paths()
+                if p.count("/") == 1 and p.endswith("/__init__.py") and not is_test_path(p)
+            }
+        )
+        return ("torch",) if not tops or "torch" in tops else tuple(tops)
+
     def _downstream_snapshot(self):
         from instep.impact.upstream import sources
 
@@ -314,6 +353,7 @@ class _Analysis:
             "exclude": list(req.exclude),
             "min_supported": req.min_supported,
             "large_file_changes": req.large_file_changes,
+            "upstream_packages": list(req.upstream_packages),
             "labels": sorted(self.labels.items()),
         }
         down = self._downstream_snapshot()
@@ -334,7 +374,9 @@ class _Analysis:
             (p, snap.read(p)) for p in snap.paths() if p.endswith(".py") and not self._excluded(p)
         ]
         cache = ContentCache(self.cache_root, "downstream") if self.cache_root else None
-        index = coupling_index.index_downstream(items, cache=cache, jobs=self.jobs)
+        index = coupling_index.index_downstream(
+            items, upstream_roots=self.roots, cache=cache, jobs=self.jobs
+        )
         self.stats["downstream_files"] = len(items)
         self.down_tests = self._downstream_tests(snap)
         self.stats["downstream_tests"] = self.down_tests.count
@@ -393,6 +435,15 @@ class _Analysis:
         fork_refs_of = search.start(units, down)
         refs = list(down.references())
         self.stats["downstream_references"] = len(refs)
+        if not refs and self.stats.get("downstream_files"):
+            log.warning(
+                "the downstream (%s, %s Python files) names no symbol of the upstream "
+                "package %s: every unit would read 'no coupling'; check --downstream, or "
+                "name the upstream's packages with --upstream-package",
+                self.req.downstream,
+                self.stats["downstream_files"],
+                "/".join(self.roots),
+            )
         join.references(refs)
         OpCouplings(join, units, self._lines_of).match(refs)
         self.stats["fork_references"] = join.forks(fork_refs_of())
@@ -442,6 +493,7 @@ class _Analysis:
         t = time.perf_counter()
         raw = self.upstream_units()
         self._timed("upstream_sources", t)
+        self.roots = self._upstream_roots()
         self.new_version = snapshot_version(self.new, self.labels.get("new"))
         self.old_version = snapshot_version(self.old, self.labels.get("old"))
         from instep.impact.report_memo import ReportMemo

@@ -1,7 +1,8 @@
 """What a commit message says about its pull request and about reverts, PyTorch style.
 
 PyTorch lands a PR as one commit whose body has ``Pull Request resolved:
-https://github.com/pytorch/pytorch/pull/N`` (ghstack) or whose subject ends in ``(#N)``.
+https://github.com/pytorch/pytorch/pull/N`` (ghstack) or whose subject ends in ``(#N)``;
+merge-based histories land it as GitHub's ``Merge pull request #N from ...``.
 Its merge bot reverts with the subject ``Revert "<original subject>"`` and a body with
 ``This reverts commit <sha>.`` and/or ``Reverted https://github.com/pytorch/pytorch/pull/N
 on behalf of ...``. This module reads those conventions from text; it runs no git.
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 
 _PR_RESOLVED = re.compile(r"Pull Request resolved:\s*\S*?/pull/(\d+)", re.IGNORECASE)
 _PR_SUFFIX = re.compile(r"\(#(\d+)\)\s*$")
+_PR_MERGE = re.compile(r"^Merge pull request #(\d+)\b")  # GitHub's merge commit subject
 _REVERT_SUBJECT = re.compile(r'^Revert\s+"(?P<original>.*)"\s*(?:\(#(?P<pr>\d+)\))?\s*$')
 _REVERTS_COMMIT = re.compile(r"This reverts commit ([0-9a-fA-F]{7,40})\b")
 _REVERTED_PR = re.compile(r"Reverted\s+\S*?/pull/(\d+)\s+on behalf of", re.IGNORECASE)
@@ -51,7 +53,7 @@ def read_message(subject: str, body: str) -> MessageFacts:
         # 'Revert "Foo (#123)" (#456)': #123 is the original, #456 the revert's own PR.
         pr = int(revert.group("pr")) if revert.group("pr") else None
     else:
-        suffix = _PR_SUFFIX.search(subject)
+        suffix = _PR_SUFFIX.search(subject) or _PR_MERGE.match(subject)
         pr = int(suffix.group(1)) if suffix else None
     if pr is not None and pr == reverts_pr:
         pr = None  # the bot's revert names the reverted PR, not a PR of its own

@@ -134,14 +134,16 @@ class GitRepo:
             raise BadInput(f"git repository path is not a directory: {path}")
         self.path = path
         self._cat: _CatFile | None = None
-        proc = self.git("rev-parse", "--is-bare-repository", "--show-toplevel", check=False)
+        proc = self.git("rev-parse", "--is-bare-repository", check=False)
         if proc.returncode != 0:
             raise BadInput(
                 f"{path} is not a git repository (expected a local clone): "
                 f"{_last_line(proc.stderr)}"
             )
-        lines = proc.stdout.decode("utf-8", "replace").splitlines()
-        bare = lines[0].strip() == "true" if lines else False
+        bare = proc.stdout.decode("utf-8", "replace").strip() == "true"
+        # (asked apart: git fails --show-toplevel in a bare repository)
+        proc = self.git("rev-parse", "--show-toplevel", check=False) if not bare else proc
+        lines = ["", *proc.stdout.decode("utf-8", "replace").splitlines()]
         if not bare and len(lines) > 1:
             top = Path(lines[1].strip())
             if top.resolve() != path.resolve():

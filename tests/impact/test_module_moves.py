@@ -1,0 +1,183 @@
+"""Module moves and deletions in commit mode, and merge-based histories (issue #19).
+
+Each test builds a real upstream git history (a package ``pkg``, not torch: its top-level
+packages are found from the tree) and a downstream tree in a temp dir, and runs
+``instep impact --upstream-git ... --format json`` as a user would.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from tests.impact.gitrepo import RepoBuilder
+
+from instep.cli import run as cli_run
+
+CORE = "def make_x(n):\n    return [n] * n\n\n\nclass X:\n    size = 1\n"
+
+
+def _downstream(root: Path, files: dict[str, str]) -> Path:
+    down = root / "down"
+    for rel, text in {"plugin/__init__.py": "", **files}.items():
+        (down / rel).parent.mkdir(parents=True, exist_ok=True)
+        (down / rel).write_text(text, encoding="utf-8")
+    return down
+
+
+def _impact(root: Path, repo: Path, rev_range: str, down: Path, *extra: str) -> dict:
+    out = root / "impact.json"
+    args = ["impact", "--upstream-git", str(repo), "--range", rev_range, "--downstream"]
+    args += [str(down), "--format", "json", "--out", str(out), "--no-cache", *extra]
+    assert cli_run(args) == 0
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
+def _upstream(root: Path, files: dict[str, str]) -> RepoBuilder:
+    up = RepoBuilder(root / "upstream")
+    for rel, text in {"pkg/__init__.py": "", **files}.items():
+        up.write(rel, text)
+    up.commit("base")
+    up.tag("v1")
+    return up
+
+
+def _couplings(report: dict, at: str) -> list[dict]:
+    return [c for u in report["units"] for c in u["couplings"] if c["downstream"] == at]
+
+
+def test_renamed_module_breaks_the_old_import_with_the_new_path(tmp_path: Path) -> None:
+    up = _upstream(tmp_path, {"pkg/b.py": CORE})
+    up.move("pkg/b.py", "pkg/_impl/b.py")
+    up.write("pkg/_impl/__init__.py", "")
+    sha = up.commit("Make b private (#785)")
+    up.tag("v2")
+    down = _downstream(tmp_path, {"plugin/use.py": "from pkg.b import X\n\nSIZE = X.size\n"})
+    report = _impact(tmp_path, up.path, "v1..v2", down)
+    (c,) = [c for c in _couplings(report, "plugin/use.py:1")]
+    assert (c["action"], c["rule"], c["upstream"]) == ("Shim", "removed.breaks", "pkg/b.py::X")
+    unit = next(u for u in report["units"] if u["couplings"])
+    assert unit["pr"] == 785 and unit["action"] == "Shim"
+    assert (
+        f"pkg/b.py (defined X) moved to pkg/_impl/b.py in commit {sha[:12]} (#785)"
+        in (unit["rationale"])
+    )
+    assert "X is now in pkg/_impl/b.py" in unit["rationale"]
+
+
+def test_split_module_names_each_new_home(tmp_path: Path) -> None:
+    two = "def alpha():\n    return 1\n\n\ndef beta():\n    return 2\n"
+    up = _upstream(tmp_path, {"pkg/b.py": two})
+    up.remove("pkg/b.py")
+    up.write("pkg/_alpha.py", "def alpha():\n    return 1\n")
+    up.write("pkg/_beta.py", "def beta():\n    return 2\n")
+    up.commit("Split b")
+    up.tag("v2")
+    down = _downstream(tmp_path, {"plugin/use.py": "from pkg.b import beta\n"})
+    report = _impact(tmp_path, up.path, "v1..v2", down)
+    (c,) = _couplings(report, "plugin/use.py:1")
+    assert c["action"] == "Shim" and c["upstream"] == "pkg/b.py::beta"
+    changes = [ch for u in report["units"] for ch in u["changes"]]
+    (change,) = [ch for ch in changes if ch["symbol"] == c["upstream"]]
+    assert change["change"] == "removed"
+    assert change["detail"].endswith("beta is now in pkg/_beta.py")
+
+
+def test_deleted_reexport_module_breaks_its_imports(tmp_path: Path) -> None:
+    up = _upstream(
+        tmp_path, {"pkg/_core.py": CORE, "pkg/compat.py": "from pkg._core import X, make_x\n"}
+    )
+    up.remove("pkg/compat.py")
+    up.commit("Drop the compat module")
+    up.tag("v2")
+    down = _downstream(tmp_path, {"plugin/use.py": "from pkg.compat import make_x\n"})
+    report = _impact(tmp_path, up.path, "v1..v2", down)
+    (c,) = _couplings(report, "plugin/use.py:1")
+    assert (c["action"], c["upstream"]) == ("Shim", "pkg/compat.py::make_x")
+    unit = next(u for u in report["units"] if u["couplings"])
+    assert "pkg/compat.py (re-exported pkg._core.make_x) deleted in commit" in unit["rationale"]
+    assert "make_x is now in pkg/_core.py" not in unit["rationale"]  # not added: no new home
+
+
+def test_guarded_import_whose_fallback_works_is_not_shim(tmp_path: Path) -> None:
+    up = _upstream(tmp_path, {"pkg/b.py": CORE})
+    up.move("pkg/b.py", "pkg/_b.py")
+    up.commit("Make b private")
+    up.tag("v2")
+    guarded = "try:\n    from pkg.b import X\nexcept ImportError:\n    from pkg._b import X\n"
+    down = _downstream(tmp_path, {"plugin/use.py": guarded})
+    report = _impact(tmp_path, up.path, "v1..v2", down)
+    (c,) = _couplings(report, "plugin/use.py:2")
+    assert (c["action"], c["rule"]) == ("Test", "removed.guarded")
+
+
+def test_name_still_bound_at_the_old_path_is_not_gone(tmp_path: Path) -> None:
+    # b.py becomes a package whose __init__ re-exports X (the commit's new end), and a
+    # deleted module comes back later in the range (the range's end)
+    up = _upstream(tmp_path, {"pkg/b.py": CORE, "pkg/compat.py": "from pkg.b import X\n"})
+    up.move("pkg/b.py", "pkg/b/_impl.py")
+    up.write("pkg/b/__init__.py", "from pkg.b._impl import X\n")
+    up.remove("pkg/compat.py")
+    up.commit("b becomes a package; drop compat")
+    up.write("pkg/compat.py", "from pkg.b import X\n")
+    up.commit("Restore compat")
+    up.tag("v2")
+    uses = "from pkg.b import X\nfrom pkg.compat import X as Y\n"
+    down = _downstream(tmp_path, {"plugin/use.py": uses})
+    report = _impact(tmp_path, up.path, "v1..v2", down)
+    gone = {ch["symbol"] for u in report["units"] for ch in u["changes"]}
+    assert "pkg/compat.py::X" in gone  # the deletion is reported as a change...
+    assert "pkg/b.py::X" not in gone  # ...the re-exported X of the new package is not
+    shims = [c for u in report["units"] for c in u["couplings"] if c["action"] == "Shim"]
+    assert shims == []  # ...and compat is back at the end of the range
+
+
+def test_first_parent_gives_one_unit_per_merged_pr(tmp_path: Path) -> None:
+    up = _upstream(tmp_path, {"pkg/b.py": CORE})
+    up.git("checkout", "-q", "-b", "feature")
+    up.move("pkg/b.py", "pkg/_b.py")
+    up.commit("Make b private")
+    up.write("pkg/_b.py", CORE + "\n\ndef extra():\n    return 0\n")
+    up.commit("Add extra")
+    up.git("checkout", "-q", "main")
+    up.git("merge", "-q", "--no-ff", "-m", "Merge pull request #42 from someone/feature", "feature")
+    up.tag("v2")
+    down = _downstream(tmp_path, {"plugin/use.py": "from pkg.b import X\n"})
+    merged = _impact(tmp_path, up.path, "v1..v2", down, "--first-parent")
+    assert [(u["pr"], u["title"]) for u in merged["units"]] == [
+        (42, "Merge pull request #42 from someone/feature")
+    ]
+    assert merged["units"][0]["action"] == "Shim"
+    assert (
+        "in commit" in merged["units"][0]["rationale"]
+        and "(#42)" in merged["units"][0]["rationale"]
+    )
+    every = _impact(tmp_path, up.path, "v1..v2", down)
+    assert [u["title"] for u in every["units"]] == ["Make b private", "Add extra"]
+
+
+def test_downstream_naming_no_upstream_symbol_is_warned(tmp_path: Path) -> None:
+    up = _upstream(tmp_path, {"pkg/b.py": CORE})
+    up.write("pkg/b.py", CORE + "\n\ndef extra():\n    return 0\n")
+    up.commit("Add extra")
+    up.tag("v2")
+    down = _downstream(tmp_path, {"plugin/use.py": "import torch\n\nX = torch.ones(1)\n"})
+    report = _impact(tmp_path, up.path, "v1..v2", down)
+    (warning,) = [w for w in report["warnings"] if "names no symbol" in w]
+    assert "upstream package pkg" in warning and "--upstream-package" in warning
+    # naming the package the downstream really uses: no warning
+    named = _impact(tmp_path, up.path, "v1..v2", down, "--upstream-package", "torch")
+    assert not [w for w in named["warnings"] if "names no symbol" in w]
+
+
+def test_bare_clone_is_read(tmp_path: Path) -> None:
+    up = _upstream(tmp_path, {"pkg/b.py": CORE})
+    up.move("pkg/b.py", "pkg/_b.py")
+    up.commit("Make b private")
+    up.tag("v2")
+    bare = tmp_path / "bare.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(up.path), str(bare)], check=True)
+    down = _downstream(tmp_path, {"plugin/use.py": "from pkg.b import X\n"})
+    report = _impact(tmp_path, bare, "v1..v2", down)
+    assert [c["action"] for c in _couplings(report, "plugin/use.py:1")] == ["Shim"]
