@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -69,7 +71,7 @@ def test_each_failure_is_attributed_to_the_commit_that_caused_it(loop):
     assert {f["case"] for f in failed} == set(EXPECTED)
 
     report = ImpactReport.load(report_path)
-    prs = {str(u["id"]): u["pr"] for u in report.units}
+    prs = {str(u["id"]): u["pr"] for u in json.loads(report_path.read_text())["units"]}
     for failure in failed:
         ranked = report.attribute(failure)
         assert ranked, failure["case"]
@@ -196,20 +198,36 @@ def test_run_impact_bad_input(loop, tmp_path):
 
 
 def test_the_indexed_report_is_cached_by_its_content(loop, tmp_path):
+    """One SQLite index per report content; a report's path, size and time lead to it
+    (an alias), except while the report is too new for its time to be trusted."""
     root, report_path = loop
     cache = tmp_path / "culprits"
     failure = {f["case"]: f for f in failures(root, "after")}["tests/test_hints.py"]
-    first = ImpactReport.load(report_path, cache).attribute(failure)[0]
-    assert len(list(cache.glob("*.pickle"))) == 1
-    again = ImpactReport.load(report_path, cache).attribute(failure)[0]
+    report = tmp_path / "impact.json"
+    report.write_bytes(report_path.read_bytes())
+    first = ImpactReport.load(report, cache).attribute(failure)[0]
+    assert len(list(cache.glob("*.sqlite"))) == 1
+    assert not list(cache.glob("*.alias"))  # written just now: hashed until it is older
+    hour_ago = time.time_ns() - 3600 * 10**9
+    os.utime(report, ns=(hour_ago, hour_ago))
+    again = ImpactReport.load(report, cache).attribute(failure)[0]
     assert again.as_dict() == first.as_dict()
-    changed = tmp_path / "changed.json"  # another report: its own index, never the old one
-    doc = json.loads(report_path.read_text())
+    assert len(list(cache.glob("*.alias"))) == 1
+    assert ImpactReport.load(report, cache).attribute(failure)[0].as_dict() == first.as_dict()
+    copy = tmp_path / "copy.json"  # the same content elsewhere finds the same index
+    shutil.copy(report, copy)
+    os.utime(copy, ns=(hour_ago, hour_ago))
+    assert ImpactReport.load(copy, cache).attribute(failure)[0].as_dict() == first.as_dict()
+    assert len(list(cache.glob("*.sqlite"))) == 1
+    assert len(list(cache.glob("*.alias"))) == 2
+    doc = json.loads(report_path.read_text())  # rewritten in place: its own index
     for unit in doc["units"]:
         unit["pr"] = 9000 + unit["pr"]
-    changed.write_text(json.dumps(doc))
-    assert ImpactReport.load(changed, cache).attribute(failure)[0].pr == 9203
-    assert len(list(cache.glob("*.pickle"))) == 2
+    report.write_text(json.dumps(doc))
+    os.utime(report, ns=(hour_ago + 10**9, hour_ago + 10**9))
+    assert ImpactReport.load(report, cache).attribute(failure)[0].pr == 9203
+    assert len(list(cache.glob("*.sqlite"))) == 2
+    assert ImpactReport.load(copy, cache).attribute(failure)[0].pr == 203
 
 
 def test_upstream_tests_that_import_a_changed_module_are_selected(loop, tmp_path):

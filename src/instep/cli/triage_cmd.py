@@ -50,7 +50,12 @@ def triage_command(
         group_batches,
         store_batches,
     )
-    from instep.triage.culprits import ImpactReport, attribute_all, batch_culprit, store_culprits
+    from instep.triage.culprits import (
+        ImpactReport,
+        attribute_all,
+        batch_culprit,
+        culprit_evidence,
+    )
     from instep.triage.reclassify import reclassify_run
 
     cache = app.config.cache_path() / "culprits"  # the indexed report, by its digest
@@ -61,11 +66,12 @@ def triage_command(
         reclassify_run(store, run, app.profile(run.profile), every=reclassify)
         outcomes = store.outcome_records(run.id)
         batches = group_batches(outcomes)
-        store_batches(store, run.id, batches)
-        history = first_seen(store, run)
         if report is not None:
             by_case = attribute_all(report, [o.as_dict() for o in outcomes if o.failing])
-            store_culprits(store, run.id, by_case)
+        # one pass over the stored outcomes for both: attribution adds no second one
+        also = {"culprits": culprit_evidence(by_case)} if report is not None else None
+        store_batches(store, run.id, batches, also)
+        history = first_seen(store, run)
         progress = None
         if base_ref is not None:
             base = store.get_run(base_ref)

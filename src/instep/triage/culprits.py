@@ -29,6 +29,8 @@ import hashlib
 import os
 import pickle
 import re
+import sqlite3
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -55,6 +57,12 @@ HIGH, MEDIUM = 9.0, 6.0  # confidence thresholds on the score
 _UNIT_FIELDS = ("id", "title", "action", "pr", "commit", "stage")
 _COUPLING_FIELDS = ("kind", "upstream", "downstream", "owner", "snippet", "action", "rule")
 _COUPLING_FIELDS += ("problems",)
+#: the index's tables: frame file name, (file name, function), (module, name), owner,
+#: called name, quoted parameter -> what the report says; each unit's own fields; and
+#: under "files" the file names a frame must have to be tied at all
+_TABLES = ("places", "changed", "changed_in", "owners", "called", "problems", "units", "files")
+#: a report modified this recently may be rewritten within the same mtime tick
+_RACY_S = 2.0
 #: a cached index is only reused by the code that built it
 _CODE_DIGEST = hashlib.blake2b(Path(__file__).read_bytes(), digest_size=8).digest()
 
@@ -176,66 +184,152 @@ class _Changed:
 
 
 class ImpactReport:
-    """An ``instep impact`` JSON report, indexed for joining with failures."""
+    """An ``instep impact`` JSON report, indexed for joining with failures.
+
+    The index is a set of tables (a frame's file name, a changed name, a downstream owner
+    ... -> what the report says about it). Built from the JSON it lives in memory; loaded
+    from the cache (:meth:`load`) it stays in an SQLite file and each key is read when a
+    failure first asks for it, so a run pays for the keys its failures touch, not for the
+    report's 10,000 couplings.
+    """
 
     def __init__(self, doc: dict[str, Any], source: str = "<report>") -> None:
         units = doc.get("units")
         if not isinstance(units, list):
             raise BadInput(f"{source}: not an instep impact JSON report (no 'units' list)")
         self.source = source
-        #: what attribution reads of each unit (the rest of the report stays on disk)
-        self.units: list[dict[str, Any]] = [
-            {
-                **{k: u.get(k) for k in _UNIT_FIELDS},
-                "change_kinds": sorted({str(c.get("change")) for c in u.get("changes") or []}),
-            }
-            for u in units
-        ]
-        #: by file name, then path: a frame's file is compared once per downstream path
-        self._places: dict[str, dict[str, list[_Place]]] = defaultdict(lambda: defaultdict(list))
-        #: by (file name, function name): a frame finds its candidates in one lookup
-        self._changed: dict[tuple[str, str], list[_Changed]] = defaultdict(list)
-        self._changed_in: dict[tuple[str, str], list[_Changed]] = defaultdict(list)
-        self._owners: dict[str, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
-        self._called: dict[str, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
-        self._problems: dict[str, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
+        self._db: sqlite3.Connection | None = None
+        self._tables: dict[str, dict[str, Any]] = {t: {} for t in _TABLES}
+        self._frames: dict[tuple[Any, Any, Any], list[_Tie]] = {}
         for i, unit in enumerate(units):
             self._index_unit(i, unit)
-        self._places = {name: dict(paths) for name, paths in self._places.items()}  # picklable
+        changed_files = {key.partition("\0")[0] for key in self._tables["changed"]}
+        self._files = self._tables["files"][""] = frozenset(self._tables["places"]) | changed_files
+
+    @classmethod
+    def _backed(cls, db: sqlite3.Connection, source: str) -> ImpactReport:
+        report = cls.__new__(cls)
+        report.source = source
+        report._db = db
+        report._tables = {t: {} for t in _TABLES}  # the keys read so far
+        report._frames = {}
+        report._files = report._get("files", "") or frozenset()
+        return report
 
     @classmethod
     def load(cls, path: str | Path, cache_dir: Path | None = None) -> ImpactReport:
-        """The report at ``path``, indexed; with ``cache_dir``, the index is kept there by
-        the report's digest, so a report read again is not parsed again (14 MB of JSON for
-        a release take 0.2 s)."""
+        """The report at ``path``, indexed; with ``cache_dir``, the index is kept there as
+        an SQLite file named by the report's content digest, so a report read again is not
+        parsed again (14 MB of JSON for a release take 0.2 s).
+
+        The digest is found from the report's path, size and modification time (an alias
+        file holding it, as git's index trusts a file's stat); only when those changed is
+        the report read and hashed, and a report that was merely touched or copied finds
+        its index by the digest. A report modified less than two seconds before it was
+        indexed gets no alias (its time may not tell a rewrite in the same tick), so it is
+        hashed on each call until it is older."""
         if cache_dir is None:
             return cls(load_impact_json(path), str(path))
         try:
-            digest = hashlib.blake2b(Path(path).read_bytes(), digest_size=16)
+            st = Path(path).stat()
         except OSError:
             return cls(load_impact_json(path), str(path))  # the loader's one-line error
-        digest.update(_CODE_DIGEST)
-        cached = cache_dir / f"{digest.hexdigest()}.pickle"
+        stat_key = hashlib.blake2b(digest_size=16)
+        stat_key.update(f"{Path(path).resolve()}\0{st.st_size}\0{st.st_mtime_ns}".encode())
+        stat_key.update(_CODE_DIGEST)
+        alias = cache_dir / f"{stat_key.hexdigest()}.alias"
         try:
-            with cached.open("rb") as fh:
-                report = pickle.load(fh)
-            if isinstance(report, cls):
-                report.source = str(path)
-                return report
-        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ValueError):
-            pass  # absent or stale: build it again
-        report = cls(load_impact_json(path), str(path))
-        try:
-            cache_dir.mkdir(parents=True, exist_ok=True)
-            tmp = cached.with_suffix(f".{os.getpid()}.tmp")
-            with tmp.open("wb") as fh:
-                pickle.dump(report, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            tmp.replace(cached)
+            digest = alias.read_text(encoding="ascii").strip()
         except OSError:
-            pass  # a read-only cache only costs the next call its parse
+            digest = None
+        if digest:
+            found = cls._open(cache_dir / f"{digest}.sqlite", digest, str(path))
+            if found is not None:
+                return found
+        try:
+            content = hashlib.blake2b(Path(path).read_bytes(), digest_size=16)
+        except OSError:
+            return cls(load_impact_json(path), str(path))
+        content.update(_CODE_DIGEST)
+        digest = content.hexdigest()
+        cached = cache_dir / f"{digest}.sqlite"
+        report = cls._open(cached, digest, str(path))
+        if report is None:
+            report = cls(load_impact_json(path), str(path))
+            report._save(cached, digest)
+        if time.time() - st.st_mtime > _RACY_S:
+            _write_atomically(alias, digest.encode("ascii"))
         return report
 
+    @classmethod
+    def _open(cls, cached: Path, digest: str, source: str) -> ImpactReport | None:
+        """The index in ``cached`` when it is there, whole and holds ``digest``."""
+        if not cached.is_file():
+            return None
+        try:
+            db = sqlite3.connect(f"{cached.as_uri()}?mode=ro&immutable=1", uri=True)
+            row = db.execute("SELECT value FROM meta WHERE key = 'digest'").fetchone()
+        except sqlite3.Error:
+            return None  # stale or broken: built again
+        if row is None or row[0] != digest:
+            db.close()
+            return None
+        return cls._backed(db, source)
+
+    def _save(self, cached: Path, digest: str) -> None:
+        """Write the in-memory index to ``cached`` (atomically; a read-only cache only
+        costs the next call its parse)."""
+        tmp = cached.with_name(f"{cached.stem}.{os.getpid()}.tmp")
+        try:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            tmp.unlink(missing_ok=True)
+            db = sqlite3.connect(tmp)
+            with db:
+                db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+                db.execute(
+                    "CREATE TABLE entry (tbl TEXT, key TEXT, value BLOB,"
+                    " PRIMARY KEY (tbl, key)) WITHOUT ROWID"
+                )
+                db.executemany(
+                    "INSERT INTO entry VALUES (?, ?, ?)",
+                    (
+                        (table, key, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+                        for table, values in self._tables.items()
+                        for key, value in values.items()
+                    ),
+                )
+                db.execute("INSERT INTO meta VALUES ('digest', ?)", (digest,))
+            db.close()
+            tmp.replace(cached)
+        except (OSError, sqlite3.Error):
+            tmp.unlink(missing_ok=True)
+
+    def _get(self, table: str, key: str) -> Any:
+        """What the index holds under ``key`` in ``table`` (None when nothing)."""
+        values = self._tables[table]
+        if key in values or self._db is None:
+            return values.get(key)
+        row = self._db.execute(
+            "SELECT value FROM entry WHERE tbl = ? AND key = ?", (table, key)
+        ).fetchone()
+        value = values[key] = pickle.loads(row[0]) if row is not None else None
+        return value
+
+    def _add(self, table: str, key: str, item: Any) -> None:
+        self._tables[table].setdefault(key, []).append(item)
+
+    def unit(self, i: int) -> dict[str, Any]:
+        """What attribution reads of the report's ``i``-th unit."""
+        found = self._get("units", str(i))
+        if found is None:
+            raise KeyError(f"{self.source}: no unit {i}")
+        return found
+
     def _index_unit(self, i: int, unit: dict[str, Any]) -> None:
+        self._tables["units"][str(i)] = {
+            **{k: unit.get(k) for k in _UNIT_FIELDS},
+            "change_kinds": sorted({str(c.get("change")) for c in unit.get("changes") or []}),
+        }
         for change in unit.get("changes") or []:
             path, _, qualname = str(change.get("symbol", "")).partition("::")
             if not qualname:
@@ -247,24 +341,26 @@ class ImpactReport:
             kind = str(change.get("change"))
             for where, qn in places:
                 c = _Changed(i, where, module_of(where), qn.rsplit(".", 1)[-1], qn, kind)
-                self._changed[(_file_name(where), c.name)].append(c)
-                self._changed_in[(c.module, c.name)].append(c)
+                self._add("changed", _key(_file_name(where), c.name), c)
+                self._add("changed_in", _key(c.module, c.name), c)
+        places = self._tables["places"]
         for full in unit.get("couplings") or []:
             coupling = {k: full.get(k) for k in _COUPLING_FIELDS}
             path, line = _split_place(str(coupling.get("downstream", "")))
             owner = coupling.get("owner") or None
             function = owner.rsplit(".", 1)[-1] if owner else None
-            self._places[_file_name(path)][path].append(_Place(i, path, line, function, coupling))
+            by_path = places.setdefault(_file_name(path), {})
+            by_path.setdefault(path, []).append(_Place(i, path, line, function, coupling))
             if owner and "." in owner:  # Class.method: the form Python's messages use
-                self._owners[owner].append((i, coupling))
+                self._add("owners", owner, (i, coupling))
             if owner:  # what a TypeError calls it: "Class.method()" or "function()"
-                self._called[owner].append((i, coupling))
+                self._add("called", owner, (i, coupling))
             if coupling.get("kind") == "monkeypatch":  # the functions patched in
                 for name in _patched_in(str(coupling.get("snippet") or "")):
-                    self._called[name].append((i, coupling))
+                    self._add("called", name, (i, coupling))
             for problem in coupling.get("problems") or []:
                 for name in _QUOTED.findall(str(problem)):
-                    self._problems[name].append((i, coupling))
+                    self._add("problems", name, (i, coupling))
 
     def attribute(self, outcome: dict[str, Any], top: int = 3) -> list[Attribution]:
         """The units most likely to have caused ``outcome`` (a stored failure), best first."""
@@ -275,10 +371,18 @@ class ImpactReport:
 
         seen: set[tuple[Any, Any, Any]] = set()
         for frame in _frames(outcome):
-            key = (frame.get("file"), frame.get("function"), frame.get("line"))
+            file = str(frame.get("file") or "")
+            if file.replace("\\", "/").rsplit("/", 1)[-1] not in self._files:
+                continue  # most frames (pytest, the test itself) are in no file the report names
+            key = (file, frame.get("function"), frame.get("line"))
             if key not in seen:  # recursion and re-raised chains repeat frames
                 seen.add(key)
-                self._tie_frame(frame, add)
+                ties = self._frames.get(key)
+                if ties is None:  # the same frame in many failures is joined once
+                    ties = self._frames[key] = []
+                    self._tie_frame(frame, lambda *tie, into=ties: into.append(tie))
+                for tie in ties:
+                    add(*tie)
         text = _messages(outcome)
         self._tie_text(text, add)
         if not found:
@@ -291,7 +395,7 @@ class ImpactReport:
         stages = STAGES_OF_LAYER.get(str(outcome.get("layer") or ""), frozenset())
         out = []
         for i, f in found.items():
-            unit = self.units[i]
+            unit = self.unit(i)
             kinds = set(unit["change_kinds"])
             if arguments and "signature" in kinds:
                 f.add(
@@ -355,7 +459,7 @@ class ImpactReport:
         file = str(frame.get("file") or "").replace("\\", "/")
         name = file.rsplit("/", 1)[-1]
         function, line = frame.get("function"), frame.get("line")
-        by_path = self._places.get(name) or {}
+        by_path = self._get("places", name) or {}
         places = [p for path, ps in by_path.items() if _same_file(file, path) for p in ps]
         for place in places:
             where = f"{place.path}:{line}"
@@ -375,7 +479,7 @@ class ImpactReport:
                     ),
                     place.coupling,
                 )
-        for changed in self._changed.get((name, str(function)), ()):
+        for changed in self._get("changed", _key(name, str(function))) or ():
             if _same_file(file, changed.path):
                 add(
                     changed.unit,
@@ -397,7 +501,7 @@ class ImpactReport:
             parent, _, last = module.rpartition(".")
             self._tie_missing(parent, last, f"no module {module}", add)
         for token in set(_DOTTED.findall(text)):
-            for unit, coupling in self._owners.get(token.rstrip("."), ()):
+            for unit, coupling in self._get("owners", token.rstrip(".")) or ():
                 add(
                     unit,
                     Evidence(
@@ -408,18 +512,18 @@ class ImpactReport:
                     coupling,
                 )
         for called in set(_CALLED.findall(text)):
-            for unit, coupling in self._called.get(called, ()):
+            for unit, coupling in self._get("called", called) or ():
                 detail = f"the error calls {called}() ({coupling.get('downstream')})"
                 add(unit, Evidence("named", detail, OWNER_NAMED), coupling)
         bound = _CALL_KEYWORD.findall(text)  # "f() got an unexpected keyword argument 'k'"
         for called, keyword in bound:
-            for unit, coupling in self._called.get(called, ()):
+            for unit, coupling in self._get("called", called) or ():
                 if any(f"'{keyword}'" in str(p) for p in coupling.get("problems") or []):
                     detail = f"{called}() rejects '{keyword}', as the report says"
                     add(unit, Evidence("problem", detail, PROBLEM_NAMED), coupling)
         # a quoted name the error binds to another function is not this coupling's problem
         for name in set(_QUOTED.findall(text)) - {keyword for _, keyword in bound}:
-            for unit, coupling in self._problems.get(name, ()):
+            for unit, coupling in self._get("problems", name) or ():
                 add(
                     unit,
                     Evidence(
@@ -432,7 +536,7 @@ class ImpactReport:
                 )
 
     def _tie_missing(self, module: str, name: str, what: str, add: Any) -> None:
-        for changed in self._changed_in.get((module, name), ()):
+        for changed in self._get("changed_in", _key(module, name)) or ():
             if changed.change in ("removed", "renamed"):
                 add(
                     changed.unit,
@@ -443,6 +547,10 @@ class ImpactReport:
                     ),
                     None,
                 )
+
+
+#: one piece of evidence a frame gives: (unit, evidence, the coupling it came through)
+_Tie = tuple[int, "Evidence", "dict[str, Any] | None"]
 
 
 class _Found:
@@ -480,6 +588,20 @@ def _patched_in(snippet: str) -> list[str]:
         return []
     names = [n.rsplit(".", 1)[-1] for n in _DOTTED.findall(value)]
     return [n for n in names if n not in _WRAPPERS]
+
+
+def _key(*parts: str) -> str:
+    return "\0".join(parts)
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a read-only cache: the next call hashes again
 
 
 def _file_name(path: str) -> str:
@@ -552,7 +674,6 @@ def batch_culprit(
     return BatchCulprit(best[unit], count[unit], len(members))
 
 
-def store_culprits(store: Any, run_id: int, by_case: dict[str, list[Attribution]]) -> int:
-    """Each attributed final outcome's ``evidence.culprits`` (best first); others cleared."""
-    values = {case: [a.as_dict() for a in ranked] for case, ranked in by_case.items()}
-    return store.set_evidence(run_id, "culprits", values)
+def culprit_evidence(by_case: dict[str, list[Attribution]]) -> dict[str, list[dict[str, Any]]]:
+    """What each attributed outcome stores as ``evidence.culprits`` (best first)."""
+    return {case: [a.as_dict() for a in ranked] for case, ranked in by_case.items()}
