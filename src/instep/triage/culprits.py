@@ -201,6 +201,10 @@ class ImpactReport:
         self._db: sqlite3.Connection | None = None
         self._tables: dict[str, dict[str, Any]] = {t: {} for t in _TABLES}
         self._frames: dict[tuple[Any, Any, Any], list[_Tie]] = {}
+        self._texts: dict[str, _TextFacts] = {}
+        self._file_named: dict[str, bool] = {}
+        self._said: dict[_TextFacts, _TextFacts] = {}
+        self._attributed: dict[tuple[Any, ...], list[Attribution]] = {}
         for i, unit in enumerate(units):
             self._index_unit(i, unit)
         changed_files = {key.partition("\0")[0] for key in self._tables["changed"]}
@@ -213,6 +217,10 @@ class ImpactReport:
         report._db = db
         report._tables = {t: {} for t in _TABLES}  # the keys read so far
         report._frames = {}
+        report._texts = {}
+        report._file_named = {}
+        report._said = {}
+        report._attributed = {}
         report._files = report._get("files", "") or frozenset()
         return report
 
@@ -363,16 +371,19 @@ class ImpactReport:
                     self._add("problems", name, (i, coupling))
 
     def attribute(self, outcome: dict[str, Any], top: int = 3) -> list[Attribution]:
-        """The units most likely to have caused ``outcome`` (a stored failure), best first."""
-        found: dict[int, _Found] = {}
+        """The units most likely to have caused ``outcome`` (a stored failure), best first.
 
-        def add(unit: int, evidence: Evidence, coupling: dict[str, Any] | None) -> None:
-            found.setdefault(unit, _Found()).add(evidence, coupling)
-
+        Failures whose chains tie the same frames, whose messages say the same facts and
+        that sit in the same layer get the same attributions (the same objects: read them,
+        do not change them), so a batch of like failures is attributed once."""
+        tied: list[list[_Tie]] = []  # what each frame on the chain ties, frames once each
         seen: set[tuple[Any, Any, Any]] = set()
         for frame in _frames(outcome):
             file = str(frame.get("file") or "")
-            if file.replace("\\", "/").rsplit("/", 1)[-1] not in self._files:
+            named = self._file_named.get(file)
+            if named is None:
+                named = self._file_named[file] = _file_name(file.replace("\\", "/")) in self._files
+            if not named:
                 continue  # most frames (pytest, the test itself) are in no file the report names
             key = (file, frame.get("function"), frame.get("line"))
             if key not in seen:  # recursion and re-raised chains repeat frames
@@ -381,18 +392,33 @@ class ImpactReport:
                 if ties is None:  # the same frame in many failures is joined once
                     ties = self._frames[key] = []
                     self._tie_frame(frame, lambda *tie, into=ties: into.append(tie))
-                for tie in ties:
-                    add(*tie)
-        text = _messages(outcome)
-        self._tie_text(text, add)
+                if ties:
+                    tied.append(ties)
+        parts = [self._facts_of(part) for part in _messages(outcome)]
+        layer = str(outcome.get("layer") or "")
+        # ids of objects the report keeps for its life (its frame and message memos)
+        memo = (tuple(map(id, tied)), tuple(map(id, parts)), layer, top)
+        ranked = self._attributed.get(memo)
+        if ranked is None:
+            ranked = self._attributed[memo] = self._rank(tied, _TextFacts.merge(parts), layer, top)
+        return list(ranked)
+
+    def _rank(
+        self, tied: list[list[_Tie]], facts: _TextFacts, layer: str, top: int
+    ) -> list[Attribution]:
+        found: dict[int, _Found] = {}
+
+        def add(unit: int, evidence: Evidence, coupling: dict[str, Any] | None) -> None:
+            found.setdefault(unit, _Found()).add(evidence, coupling)
+
+        for ties in tied:
+            for tie in ties:
+                add(*tie)
+        self._tie_text(facts, add)
         if not found:
             return []
-        arguments = bool(_ARGUMENTS.search(text))
-        missing_name = bool(
-            _CANNOT_IMPORT.search(text) or _NO_ATTRIBUTE.search(text) or _NO_MODULE.search(text)
-        )
-        lowering = bool(_MISSING_LOWERING.search(text))
-        stages = STAGES_OF_LAYER.get(str(outcome.get("layer") or ""), frozenset())
+        arguments, missing_name, lowering = facts.arguments, facts.missing_name, facts.lowering
+        stages = STAGES_OF_LAYER.get(layer, frozenset())
         out = []
         for i, f in found.items():
             unit = self.unit(i)
@@ -426,7 +452,7 @@ class ImpactReport:
                 f.add(
                     Evidence(
                         "stage_fits",
-                        f"stage {unit.get('stage')} fits layer {outcome.get('layer')}",
+                        f"stage {unit.get('stage')} fits layer {layer}",
                         STAGE_FITS,
                     ),
                     None,
@@ -492,15 +518,23 @@ class ImpactReport:
                     None,
                 )
 
-    def _tie_text(self, text: str, add: Any) -> None:
-        for name, module in _CANNOT_IMPORT.findall(text):
+    def _facts_of(self, part: str) -> _TextFacts:
+        """What one message says, read once per distinct message in a run."""
+        facts = self._texts.get(part)
+        if facts is None:  # messages that say the same facts share one object
+            said = _TextFacts.of(part)
+            facts = self._texts[part] = self._said.setdefault(said, said)
+        return facts
+
+    def _tie_text(self, facts: _TextFacts, add: Any) -> None:
+        for name, module in facts.cannot_import:
             self._tie_missing(module, name, f"cannot import {name} from {module}", add)
-        for module, name in _NO_ATTRIBUTE.findall(text):
+        for module, name in facts.no_attribute:
             self._tie_missing(module, name, f"{module} has no attribute {name}", add)
-        for module in _NO_MODULE.findall(text):
+        for module in facts.no_module:
             parent, _, last = module.rpartition(".")
             self._tie_missing(parent, last, f"no module {module}", add)
-        for token in set(_DOTTED.findall(text)):
+        for token in facts.dotted:
             for unit, coupling in self._get("owners", token.rstrip(".")) or ():
                 add(
                     unit,
@@ -511,18 +545,19 @@ class ImpactReport:
                     ),
                     coupling,
                 )
-        for called in set(_CALLED.findall(text)):
+        for called in facts.called:
             for unit, coupling in self._get("called", called) or ():
                 detail = f"the error calls {called}() ({coupling.get('downstream')})"
                 add(unit, Evidence("named", detail, OWNER_NAMED), coupling)
-        bound = _CALL_KEYWORD.findall(text)  # "f() got an unexpected keyword argument 'k'"
+        bound = facts.bound  # "f() got an unexpected keyword argument 'k'"
         for called, keyword in bound:
             for unit, coupling in self._get("called", called) or ():
                 if any(f"'{keyword}'" in str(p) for p in coupling.get("problems") or []):
                     detail = f"{called}() rejects '{keyword}', as the report says"
                     add(unit, Evidence("problem", detail, PROBLEM_NAMED), coupling)
         # a quoted name the error binds to another function is not this coupling's problem
-        for name in set(_QUOTED.findall(text)) - {keyword for _, keyword in bound}:
+        keywords = {keyword for _, keyword in bound}
+        for name in (n for n in facts.quoted if n not in keywords):
             for unit, coupling in self._get("problems", name) or ():
                 add(
                     unit,
@@ -624,11 +659,73 @@ def _frames(outcome: dict[str, Any]) -> Iterator[dict[str, Any]]:
             yield {"file": file, "line": int(line), "function": function}
 
 
-def _messages(outcome: dict[str, Any]) -> str:
+def _messages(outcome: dict[str, Any]) -> list[str]:
+    """The failure's message and each chained exception's ``Type: message``: the parts of
+    the text attribution reads (no pattern it reads matches across two parts)."""
     parts: list[str] = [str(outcome.get("message") or "")]
     for exc in outcome.get("exception_chain") or []:
         parts.append(f"{exc.get('type')}: {exc.get('message') or ''}")
-    return "\n".join(parts)
+    return parts
+
+
+@dataclass(frozen=True)
+class _TextFacts:
+    """What an error's text says that attribution can use, in the order the text says it
+    (so ties between equal evidence resolve the same way in every process)."""
+
+    cannot_import: tuple[tuple[str, str], ...]  # (name, module)
+    no_attribute: tuple[tuple[str, str], ...]  # (module, name)
+    no_module: tuple[str, ...]
+    dotted: tuple[str, ...]  # names, once each
+    called: tuple[str, ...]  # "f()" -> f, once each
+    bound: tuple[tuple[str, str], ...]  # "f() got an unexpected keyword argument 'k'"
+    quoted: tuple[str, ...]  # 'n', once each
+    arguments: bool  # the error is about a call's arguments
+    missing_name: bool  # an import or attribute lookup found nothing
+    lowering: bool  # a lowering is missing
+
+    @classmethod
+    def of(cls, text: str) -> _TextFacts:
+        cannot_import = tuple(_CANNOT_IMPORT.findall(text))
+        no_attribute = tuple(_NO_ATTRIBUTE.findall(text))
+        no_module = tuple(_NO_MODULE.findall(text))
+        return cls(
+            cannot_import=cannot_import,
+            no_attribute=no_attribute,
+            no_module=no_module,
+            dotted=tuple(dict.fromkeys(_DOTTED.findall(text))),
+            called=tuple(dict.fromkeys(_CALLED.findall(text))),
+            bound=tuple(_CALL_KEYWORD.findall(text)),
+            quoted=tuple(dict.fromkeys(_QUOTED.findall(text))),
+            arguments=bool(_ARGUMENTS.search(text)),
+            missing_name=bool(cannot_import or no_attribute or no_module),
+            lowering=bool(_MISSING_LOWERING.search(text)),
+        )
+
+    @classmethod
+    def merge(cls, parts: list[_TextFacts]) -> _TextFacts:
+        """The facts of the parts' text together (each part's, in order)."""
+        if len(parts) == 1:
+            return parts[0]
+
+        def cat(name: str) -> tuple[Any, ...]:
+            return tuple(item for p in parts for item in getattr(p, name))
+
+        def once(name: str) -> tuple[Any, ...]:
+            return tuple(dict.fromkeys(cat(name)))
+
+        return cls(
+            cannot_import=cat("cannot_import"),
+            no_attribute=cat("no_attribute"),
+            no_module=cat("no_module"),
+            dotted=once("dotted"),
+            called=once("called"),
+            bound=cat("bound"),
+            quoted=once("quoted"),
+            arguments=any(p.arguments for p in parts),
+            missing_name=any(p.missing_name for p in parts),
+            lowering=any(p.lowering for p in parts),
+        )
 
 
 def attribute_all(
@@ -676,4 +773,13 @@ def batch_culprit(
 
 def culprit_evidence(by_case: dict[str, list[Attribution]]) -> dict[str, list[dict[str, Any]]]:
     """What each attributed outcome stores as ``evidence.culprits`` (best first)."""
-    return {case: [a.as_dict() for a in ranked] for case, ranked in by_case.items()}
+    done: dict[int, dict[str, Any]] = {}  # like failures share their attributions
+    out = {}
+    for case, ranked in by_case.items():
+        out[case] = []
+        for a in ranked:
+            as_dict = done.get(id(a))
+            if as_dict is None:
+                as_dict = done[id(a)] = a.as_dict()
+            out[case].append(as_dict)
+    return out
