@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+import instep
 from instep.cli import run as cli_run
 from instep.errors import BadInput, MissingInput
 from instep.outcome import FAILING
@@ -50,7 +51,9 @@ def run_downstream(
     root: Path, upstream: str, name: str, *extra: str
 ) -> subprocess.CompletedProcess:
     """``instep run`` of the downstream's tests with ``upstream`` (v1/v2) importable as torch."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / upstream), str(root / "down")])}
+    # the instep under test comes last: the upstream's torch and the downstream come first
+    paths = [str(root / upstream), str(root / "down"), str(Path(instep.__file__).parents[1])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     cmd = [sys.executable, "-m", "instep", "run", "--profile", "cpu", "-n", "1"]
     cmd += ["--preimport", "none", "--run", name, "--db", str(root / "store.db"), *extra]
     return subprocess.run(
@@ -252,3 +255,45 @@ def test_upstream_tests_that_import_a_changed_module_are_selected(loop, tmp_path
     assert selection.paths == ["pytorch/test/inductor/test_utils.py"]
     assert selection.units_of == {"pytorch/test/inductor/test_utils.py": [hints["id"]]}
     assert selection.keyword == "test_tflops"
+
+
+def _triage(root: Path, *args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "instep", "triage", *args, "--db", str(root / "store.db")]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=root, timeout=300)
+
+
+def test_upstream_old_computes_the_impact_against_the_torch_the_run_used(loop, tmp_path):
+    """`triage RUN --upstream-old X`: the impact from X to the torch the run imported (its
+    version matrix says where), attributed exactly as `--impact` with that report."""
+    root, report_path = loop
+    ran = run_downstream(root, "v2", "up-old", "tests")
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    with Store(str(root / "store.db")) as store:
+        matrix = store.get_run("up-old").version_matrix
+    assert Path(matrix["torch_dir"]) == root / "v2" / "torch"
+    release = tmp_path / "release.json"  # the same two sides, made by instep impact
+    args = ["impact", "--upstream-old", str(root / "v1"), "--upstream-new", str(root / "v2")]
+    args += ["--downstream", str(root / "down"), "--format", "json", "--out", str(release)]
+    assert cli_run([*args, "--no-cache"]) == 0
+    given = _triage(root, "up-old", "--impact", str(release), "--format", "json")
+    assert given.returncode == 0, given.stderr
+    old = ["--upstream-old", str(root / "v1"), "--downstream", str(root / "down")]
+    computed = _triage(root, "up-old", *old, "--format", "json")
+    assert computed.returncode == 0, computed.stderr
+    culprits = json.loads(computed.stdout)["culprits"]
+    assert culprits == json.loads(given.stdout)["culprits"]
+    assert set(culprits) == set(EXPECTED)
+    # each first culprit is the change the commit-mode report ties the failure to
+    by_commit = ImpactReport.load(report_path)
+    for failure in failures(root, "up-old"):
+        first = by_commit.attribute(failure)[0]
+        assert culprits[failure["case"]][0]["coupling"] == first.as_dict()["coupling"]
+    table = _triage(root, "up-old", *old)
+    assert f"likely upstream causes (from {root / 'v1'} -> " in table.stdout
+
+    # the cpu profile names no backend package: the run does not say what was tested
+    bad = _triage(root, "up-old", "--upstream-old", str(root / "v1"))
+    assert bad.returncode == 2 and "give --downstream X" in bad.stderr, bad.stderr
+    assert "Traceback" not in bad.stderr
+    both = _triage(root, "up-old", "--upstream-old", "x", "--impact", str(release))
+    assert both.returncode == 2 and "give one" in both.stderr
