@@ -297,3 +297,35 @@ def test_upstream_old_computes_the_impact_against_the_torch_the_run_used(loop, t
     assert "Traceback" not in bad.stderr
     both = _triage(root, "up-old", "--upstream-old", "x", "--impact", str(release))
     assert both.returncode == 2 and "give one" in both.stderr
+
+
+def test_show_by_unit_groups_a_stored_run_by_selecting_and_culprit_unit(loop):
+    """`instep show RUN --by-unit`: per unit, the cases it selected (run --impact) and the
+    failures it is the first culprit of (triage --impact), with pass/fail counts."""
+    root, report_path = loop
+    ran = run_downstream(root, "v2", "by-unit", "--impact", str(report_path), "--action", "Shim")
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    show = [sys.executable, "-m", "instep", "show", "by-unit", "--by-unit"]
+    show += ["--db", str(root / "store.db")]
+    before = json.loads(subprocess.run([*show, "--format", "json"], capture_output=True).stdout)
+    assert before["culprit"] == []  # not triaged yet
+    assert _triage(root, "by-unit", "--impact", str(report_path)).returncode == 0
+    shown = subprocess.run([*show, "--format", "json"], capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    data = json.loads(shown.stdout)
+    prs = {u["id"]: u["pr"] for u in json.loads(report_path.read_text())["units"]}
+    # each Shim unit selected its one test file, whose one case fails on v2
+    assert {
+        prs[g["unit"]]: (g["passed"], g["failed"], g["cases"]) for g in data["selected_by"]
+    } == {pr: (0, 1, [case]) for case, pr in EXPECTED.items()}
+    assert {prs[g["unit"]]: (g["failed"], g["cases"]) for g in data["culprit"]} == {
+        pr: (1, [case]) for case, pr in EXPECTED.items()
+    }
+    assert all(g["title"] for g in data["culprit"])
+    table = subprocess.run(
+        show, capture_output=True, text=True, env={**os.environ, "COLUMNS": "250"}
+    )
+    assert "outcomes by the unit that selected them" in table.stdout
+    assert "outcomes by likely culprit" in table.stdout
+    for g in data["culprit"]:
+        assert g["unit"] in table.stdout
