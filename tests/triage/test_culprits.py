@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+import instep
 from instep.cli import run as cli_run
 from instep.errors import BadInput, MissingInput
 from instep.outcome import FAILING
@@ -48,7 +51,9 @@ def run_downstream(
     root: Path, upstream: str, name: str, *extra: str
 ) -> subprocess.CompletedProcess:
     """``instep run`` of the downstream's tests with ``upstream`` (v1/v2) importable as torch."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / upstream), str(root / "down")])}
+    # the instep under test comes last: the upstream's torch and the downstream come first
+    paths = [str(root / upstream), str(root / "down"), str(Path(instep.__file__).parents[1])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     cmd = [sys.executable, "-m", "instep", "run", "--profile", "cpu", "-n", "1"]
     cmd += ["--preimport", "none", "--run", name, "--db", str(root / "store.db"), *extra]
     return subprocess.run(
@@ -69,7 +74,7 @@ def test_each_failure_is_attributed_to_the_commit_that_caused_it(loop):
     assert {f["case"] for f in failed} == set(EXPECTED)
 
     report = ImpactReport.load(report_path)
-    prs = {str(u["id"]): u["pr"] for u in report.units}
+    prs = {str(u["id"]): u["pr"] for u in json.loads(report_path.read_text())["units"]}
     for failure in failed:
         ranked = report.attribute(failure)
         assert ranked, failure["case"]
@@ -196,20 +201,36 @@ def test_run_impact_bad_input(loop, tmp_path):
 
 
 def test_the_indexed_report_is_cached_by_its_content(loop, tmp_path):
+    """One SQLite index per report content; a report's path, size and time lead to it
+    (an alias), except while the report is too new for its time to be trusted."""
     root, report_path = loop
     cache = tmp_path / "culprits"
     failure = {f["case"]: f for f in failures(root, "after")}["tests/test_hints.py"]
-    first = ImpactReport.load(report_path, cache).attribute(failure)[0]
-    assert len(list(cache.glob("*.pickle"))) == 1
-    again = ImpactReport.load(report_path, cache).attribute(failure)[0]
+    report = tmp_path / "impact.json"
+    report.write_bytes(report_path.read_bytes())
+    first = ImpactReport.load(report, cache).attribute(failure)[0]
+    assert len(list(cache.glob("*.sqlite"))) == 1
+    assert not list(cache.glob("*.alias"))  # written just now: hashed until it is older
+    hour_ago = time.time_ns() - 3600 * 10**9
+    os.utime(report, ns=(hour_ago, hour_ago))
+    again = ImpactReport.load(report, cache).attribute(failure)[0]
     assert again.as_dict() == first.as_dict()
-    changed = tmp_path / "changed.json"  # another report: its own index, never the old one
-    doc = json.loads(report_path.read_text())
+    assert len(list(cache.glob("*.alias"))) == 1
+    assert ImpactReport.load(report, cache).attribute(failure)[0].as_dict() == first.as_dict()
+    copy = tmp_path / "copy.json"  # the same content elsewhere finds the same index
+    shutil.copy(report, copy)
+    os.utime(copy, ns=(hour_ago, hour_ago))
+    assert ImpactReport.load(copy, cache).attribute(failure)[0].as_dict() == first.as_dict()
+    assert len(list(cache.glob("*.sqlite"))) == 1
+    assert len(list(cache.glob("*.alias"))) == 2
+    doc = json.loads(report_path.read_text())  # rewritten in place: its own index
     for unit in doc["units"]:
         unit["pr"] = 9000 + unit["pr"]
-    changed.write_text(json.dumps(doc))
-    assert ImpactReport.load(changed, cache).attribute(failure)[0].pr == 9203
-    assert len(list(cache.glob("*.pickle"))) == 2
+    report.write_text(json.dumps(doc))
+    os.utime(report, ns=(hour_ago + 10**9, hour_ago + 10**9))
+    assert ImpactReport.load(report, cache).attribute(failure)[0].pr == 9203
+    assert len(list(cache.glob("*.sqlite"))) == 2
+    assert ImpactReport.load(copy, cache).attribute(failure)[0].pr == 203
 
 
 def test_upstream_tests_that_import_a_changed_module_are_selected(loop, tmp_path):
@@ -234,3 +255,77 @@ def test_upstream_tests_that_import_a_changed_module_are_selected(loop, tmp_path
     assert selection.paths == ["pytorch/test/inductor/test_utils.py"]
     assert selection.units_of == {"pytorch/test/inductor/test_utils.py": [hints["id"]]}
     assert selection.keyword == "test_tflops"
+
+
+def _triage(root: Path, *args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "instep", "triage", *args, "--db", str(root / "store.db")]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=root, timeout=300)
+
+
+def test_upstream_old_computes_the_impact_against_the_torch_the_run_used(loop, tmp_path):
+    """`triage RUN --upstream-old X`: the impact from X to the torch the run imported (its
+    version matrix says where), attributed exactly as `--impact` with that report."""
+    root, report_path = loop
+    ran = run_downstream(root, "v2", "up-old", "tests")
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    with Store(str(root / "store.db")) as store:
+        matrix = store.get_run("up-old").version_matrix
+    assert Path(matrix["torch_dir"]) == root / "v2" / "torch"
+    release = tmp_path / "release.json"  # the same two sides, made by instep impact
+    args = ["impact", "--upstream-old", str(root / "v1"), "--upstream-new", str(root / "v2")]
+    args += ["--downstream", str(root / "down"), "--format", "json", "--out", str(release)]
+    assert cli_run([*args, "--no-cache"]) == 0
+    given = _triage(root, "up-old", "--impact", str(release), "--format", "json")
+    assert given.returncode == 0, given.stderr
+    old = ["--upstream-old", str(root / "v1"), "--downstream", str(root / "down")]
+    computed = _triage(root, "up-old", *old, "--format", "json")
+    assert computed.returncode == 0, computed.stderr
+    culprits = json.loads(computed.stdout)["culprits"]
+    assert culprits == json.loads(given.stdout)["culprits"]
+    assert set(culprits) == set(EXPECTED)
+    # each first culprit is the change the commit-mode report ties the failure to
+    by_commit = ImpactReport.load(report_path)
+    for failure in failures(root, "up-old"):
+        first = by_commit.attribute(failure)[0]
+        assert culprits[failure["case"]][0]["coupling"] == first.as_dict()["coupling"]
+    table = _triage(root, "up-old", *old)
+    assert f"likely upstream causes (from {root / 'v1'} -> " in table.stdout
+
+    # the cpu profile names no backend package: the run does not say what was tested
+    bad = _triage(root, "up-old", "--upstream-old", str(root / "v1"))
+    assert bad.returncode == 2 and "give --downstream X" in bad.stderr, bad.stderr
+    assert "Traceback" not in bad.stderr
+    both = _triage(root, "up-old", "--upstream-old", "x", "--impact", str(release))
+    assert both.returncode == 2 and "give one" in both.stderr
+
+
+def test_show_by_unit_groups_a_stored_run_by_selecting_and_culprit_unit(loop):
+    """`instep show RUN --by-unit`: per unit, the cases it selected (run --impact) and the
+    failures it is the first culprit of (triage --impact), with pass/fail counts."""
+    root, report_path = loop
+    ran = run_downstream(root, "v2", "by-unit", "--impact", str(report_path), "--action", "Shim")
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    show = [sys.executable, "-m", "instep", "show", "by-unit", "--by-unit"]
+    show += ["--db", str(root / "store.db")]
+    before = json.loads(subprocess.run([*show, "--format", "json"], capture_output=True).stdout)
+    assert before["culprit"] == []  # not triaged yet
+    assert _triage(root, "by-unit", "--impact", str(report_path)).returncode == 0
+    shown = subprocess.run([*show, "--format", "json"], capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    data = json.loads(shown.stdout)
+    prs = {u["id"]: u["pr"] for u in json.loads(report_path.read_text())["units"]}
+    # each Shim unit selected its one test file, whose one case fails on v2
+    assert {
+        prs[g["unit"]]: (g["passed"], g["failed"], g["cases"]) for g in data["selected_by"]
+    } == {pr: (0, 1, [case]) for case, pr in EXPECTED.items()}
+    assert {prs[g["unit"]]: (g["failed"], g["cases"]) for g in data["culprit"]} == {
+        pr: (1, [case]) for case, pr in EXPECTED.items()
+    }
+    assert all(g["title"] for g in data["culprit"])
+    table = subprocess.run(
+        show, capture_output=True, text=True, env={**os.environ, "COLUMNS": "250"}
+    )
+    assert "outcomes by the unit that selected them" in table.stdout
+    assert "outcomes by likely culprit" in table.stdout
+    for g in data["culprit"]:
+        assert g["unit"] in table.stdout

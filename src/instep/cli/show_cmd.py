@@ -1,6 +1,7 @@
 """``instep show RUN``: a run's outcomes as a table or as JSON (for scripts and triage).
 
-``--metrics`` shows the run's seed 10.3 metrics instead (``instep.suites.metrics``).
+``--metrics`` shows the run's seed 10.3 metrics instead (``instep.suites.metrics``);
+``--by-unit`` its outcomes grouped by impact unit (``instep.triage.by_unit``).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import sys
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from instep.cli.context import AppContext, db_option, format_option, open_store
@@ -32,6 +34,12 @@ from instep.cli.context import AppContext, db_option, format_option, open_store
     is_flag=True,
     help="The run's metrics (compile success, semantic pass rate, fallbacks...) instead.",
 )
+@click.option(
+    "--by-unit",
+    is_flag=True,
+    help="Outcomes per impact unit: the unit that selected the test (run --impact) and the"
+    " likely culprit (triage --impact), with passed/failed counts.",
+)
 @db_option
 @click.pass_obj
 def show_command(
@@ -41,6 +49,7 @@ def show_command(
     statuses: tuple[str, ...],
     all_attempts: bool,
     show_metrics: bool,
+    by_unit: bool,
     db: str | None,
 ) -> None:
     """Show the outcomes of RUN (a name, an id, or 'latest')."""
@@ -56,6 +65,9 @@ def show_command(
         outcomes = [o for o in outcomes if o["status"] in statuses]
     if show_metrics:
         _show_metrics(run, outcomes, counts, planned, fmt)
+        return
+    if by_unit:
+        _show_by_unit(run, outcomes, counts, planned, fmt)
         return
     if fmt == "json":
         data = {"run": run_dict(run, counts, planned), "outcomes": outcomes}
@@ -115,6 +127,42 @@ def _show_metrics(run, outcomes, counts, planned, fmt: str) -> None:  # type: ig
     for label, value in table_rows(metrics):
         table.add_row(label, value)
     console.print(table)
+
+
+def _show_by_unit(run, outcomes, counts, planned, fmt: str) -> None:  # type: ignore[no-untyped-def]
+    # fast CLI start: the library loads when the command runs
+    from instep.store import run_dict
+    from instep.triage.by_unit import by_unit
+
+    selected, culprits = by_unit(outcomes, run.settings)
+    if fmt == "json":
+        data = {
+            "run": run_dict(run, counts, planned),
+            "selected_by": [g.as_dict() for g in selected],
+            "culprit": [g.as_dict() for g in culprits],
+        }
+        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        return
+    console = _console()
+    for title, groups, empty in (
+        (
+            "the unit that selected them",
+            selected,
+            "no case was selected by an impact unit (run --impact)",
+        ),
+        ("likely culprit", culprits, "no failure has a culprit (triage --impact)"),
+    ):
+        console.print(f"run [bold]{run.name}[/bold]: outcomes by {title}", highlight=False)
+        if not groups:
+            console.print(f"  {empty}", highlight=False)
+            continue
+        table = Table("unit", "passed", "failed", "other", "cases")
+        for g in groups:
+            name = g.unit if not g.title or g.title == g.unit else f"{g.unit}: {g.title}"
+            table.add_row(
+                escape(name), str(g.passed), str(g.failed), str(g.other), str(len(g.cases))
+            )
+        console.print(table)
 
 
 def _console() -> Console:

@@ -1,5 +1,8 @@
 """``instep triage RUN``: a run's failures as batches (seed 000 section 7), stored.
 
+With ``--impact FILE`` (or ``--upstream-old X``, the report computed against the torch the
+run used) each failure is also traced to the upstream units most likely behind it.
+
 Re-classifies outcomes that have no signature yet (or all with ``--reclassify``, e.g.
 after a profile change), groups failures into batches with stable ids, stores each
 member's batch id, and prints the table: batch, layer, topic, cases, representative and
@@ -17,6 +20,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from instep.cli.context import AppContext, db_option, format_option, open_store
+from instep.cli.run_impact import impact_document, run_impact_request
+from instep.errors import BadInput
 
 
 @click.command("triage")
@@ -29,6 +34,18 @@ from instep.cli.context import AppContext, db_option, format_option, open_store
     metavar="FILE",
     help="An instep impact JSON report: name the upstream change behind each failure.",
 )
+@click.option(
+    "--upstream-old",
+    metavar="X",
+    help="Compute the impact between upstream X (as instep impact takes it) and the torch"
+    " RUN used, then name culprits as with --impact.",
+)
+@click.option(
+    "--downstream",
+    metavar="X",
+    help="With --upstream-old: the downstream RUN tested (default: [impact] downstream,"
+    " else the profile's backend package at the version RUN recorded).",
+)
 @format_option
 @db_option
 @click.pass_obj
@@ -38,6 +55,8 @@ def triage_command(
     base_ref: str | None,
     reclassify: bool,
     impact_path: str | None,
+    upstream_old: str | None,
+    downstream: str | None,
     fmt: str,
     db: str | None,
 ) -> None:
@@ -50,22 +69,36 @@ def triage_command(
         group_batches,
         store_batches,
     )
-    from instep.triage.culprits import ImpactReport, attribute_all, batch_culprit, store_culprits
+    from instep.triage.culprits import (
+        ImpactReport,
+        attribute_all,
+        batch_culprit,
+        culprit_evidence,
+    )
     from instep.triage.reclassify import reclassify_run
 
+    if impact_path and upstream_old:
+        raise BadInput("--impact and --upstream-old: give one (a report, or X to compute it)")
+    if downstream and not upstream_old:
+        raise BadInput("--downstream: only with --upstream-old X")
     cache = app.config.cache_path() / "culprits"  # the indexed report, by its digest
     report = ImpactReport.load(impact_path, cache) if impact_path else None  # before work
     by_case = {}
     with open_store(app, db, must_exist=True) as store:
         run = store.get_run(run_ref)
+        if upstream_old:
+            request = run_impact_request(app, run, upstream_old, downstream)
+            impact_path = f"{request.upstream_old} -> {request.upstream_new}"
+            report = ImpactReport(impact_document(request), impact_path)
         reclassify_run(store, run, app.profile(run.profile), every=reclassify)
         outcomes = store.outcome_records(run.id)
         batches = group_batches(outcomes)
-        store_batches(store, run.id, batches)
-        history = first_seen(store, run)
         if report is not None:
             by_case = attribute_all(report, [o.as_dict() for o in outcomes if o.failing])
-            store_culprits(store, run.id, by_case)
+        # one pass over the stored outcomes for both: attribution adds no second one
+        also = {"culprits": culprit_evidence(by_case)} if report is not None else None
+        store_batches(store, run.id, batches, also)
+        history = first_seen(store, run)
         progress = None
         if base_ref is not None:
             base = store.get_run(base_ref)

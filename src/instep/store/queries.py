@@ -238,6 +238,11 @@ class Store:
     def set_evidence(self, run_id: int, key: str, by_case: dict[str, Any]) -> int:
         """Write ``by_case[nodeid]`` into ``evidence[key]`` of each final outcome of the run
         (removing the key where the case has no value); returns how many rows changed."""
+        return self.set_evidence_keys(run_id, {key: by_case})
+
+    def set_evidence_keys(self, run_id: int, by_key: dict[str, dict[str, Any]]) -> int:
+        """:meth:`set_evidence` for several keys in one pass over the run's outcomes (each
+        row read and written once)."""
         changed = 0
         with self.engine.begin() as conn:  # only the evidence column is read and written
             rows = conn.execute(
@@ -246,14 +251,15 @@ class Store:
                 .where(Outcome.run_id == run_id, Outcome.final.is_(True))
             ).all()
             for outcome_id, nodeid, stored in rows:
-                value = by_case.get(nodeid)
                 evidence = dict(stored or {})
-                if evidence.get(key) == value:
+                for key, by_case in by_key.items():
+                    value = by_case.get(nodeid)
+                    if value is None:
+                        evidence.pop(key, None)
+                    else:
+                        evidence[key] = value
+                if evidence == (stored or {}):
                     continue
-                if value is None:
-                    evidence.pop(key, None)
-                else:
-                    evidence[key] = value
                 conn.execute(
                     update(Outcome).where(Outcome.id == outcome_id).values(evidence=evidence)
                 )

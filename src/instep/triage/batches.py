@@ -159,9 +159,13 @@ def follow(
     return out
 
 
-def store_batches(store: Any, run_id: int, batches: list[Batch]) -> int:
-    """Write each member's batch id into its final outcome's ``evidence.batch``."""
-    return store.set_evidence(run_id, "batch", {case: b.id for b in batches for case in b.cases})
+def store_batches(
+    store: Any, run_id: int, batches: list[Batch], also: dict[str, dict[str, Any]] | None = None
+) -> int:
+    """Write each member's batch id into its final outcome's ``evidence.batch`` (and the
+    evidence keys ``also`` gives, in the same pass: ``{"culprits": {nodeid: ...}}``)."""
+    ids = {case: b.id for b in batches for case in b.cases}
+    return store.set_evidence_keys(run_id, {"batch": ids, **(also or {})})
 
 
 def first_seen(store: Any, run: Any) -> dict[str, str]:

@@ -29,6 +29,8 @@ import hashlib
 import os
 import pickle
 import re
+import sqlite3
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -55,6 +57,12 @@ HIGH, MEDIUM = 9.0, 6.0  # confidence thresholds on the score
 _UNIT_FIELDS = ("id", "title", "action", "pr", "commit", "stage")
 _COUPLING_FIELDS = ("kind", "upstream", "downstream", "owner", "snippet", "action", "rule")
 _COUPLING_FIELDS += ("problems",)
+#: the index's tables: frame file name, (file name, function), (module, name), owner,
+#: called name, quoted parameter -> what the report says; each unit's own fields; and
+#: under "files" the file names a frame must have to be tied at all
+_TABLES = ("places", "changed", "changed_in", "owners", "called", "problems", "units", "files")
+#: a report modified this recently may be rewritten within the same mtime tick
+_RACY_S = 2.0
 #: a cached index is only reused by the code that built it
 _CODE_DIGEST = hashlib.blake2b(Path(__file__).read_bytes(), digest_size=8).digest()
 
@@ -176,66 +184,160 @@ class _Changed:
 
 
 class ImpactReport:
-    """An ``instep impact`` JSON report, indexed for joining with failures."""
+    """An ``instep impact`` JSON report, indexed for joining with failures.
+
+    The index is a set of tables (a frame's file name, a changed name, a downstream owner
+    ... -> what the report says about it). Built from the JSON it lives in memory; loaded
+    from the cache (:meth:`load`) it stays in an SQLite file and each key is read when a
+    failure first asks for it, so a run pays for the keys its failures touch, not for the
+    report's 10,000 couplings.
+    """
 
     def __init__(self, doc: dict[str, Any], source: str = "<report>") -> None:
         units = doc.get("units")
         if not isinstance(units, list):
             raise BadInput(f"{source}: not an instep impact JSON report (no 'units' list)")
         self.source = source
-        #: what attribution reads of each unit (the rest of the report stays on disk)
-        self.units: list[dict[str, Any]] = [
-            {
-                **{k: u.get(k) for k in _UNIT_FIELDS},
-                "change_kinds": sorted({str(c.get("change")) for c in u.get("changes") or []}),
-            }
-            for u in units
-        ]
-        #: by file name, then path: a frame's file is compared once per downstream path
-        self._places: dict[str, dict[str, list[_Place]]] = defaultdict(lambda: defaultdict(list))
-        #: by (file name, function name): a frame finds its candidates in one lookup
-        self._changed: dict[tuple[str, str], list[_Changed]] = defaultdict(list)
-        self._changed_in: dict[tuple[str, str], list[_Changed]] = defaultdict(list)
-        self._owners: dict[str, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
-        self._called: dict[str, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
-        self._problems: dict[str, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
+        self._db: sqlite3.Connection | None = None
+        self._tables: dict[str, dict[str, Any]] = {t: {} for t in _TABLES}
+        self._frames: dict[tuple[Any, Any, Any], list[_Tie]] = {}
+        self._texts: dict[str, _TextFacts] = {}
+        self._file_named: dict[str, bool] = {}
+        self._said: dict[_TextFacts, _TextFacts] = {}
+        self._attributed: dict[tuple[Any, ...], list[Attribution]] = {}
         for i, unit in enumerate(units):
             self._index_unit(i, unit)
-        self._places = {name: dict(paths) for name, paths in self._places.items()}  # picklable
+        changed_files = {key.partition("\0")[0] for key in self._tables["changed"]}
+        self._files = self._tables["files"][""] = frozenset(self._tables["places"]) | changed_files
+
+    @classmethod
+    def _backed(cls, db: sqlite3.Connection, source: str) -> ImpactReport:
+        report = cls.__new__(cls)
+        report.source = source
+        report._db = db
+        report._tables = {t: {} for t in _TABLES}  # the keys read so far
+        report._frames = {}
+        report._texts = {}
+        report._file_named = {}
+        report._said = {}
+        report._attributed = {}
+        report._files = report._get("files", "") or frozenset()
+        return report
 
     @classmethod
     def load(cls, path: str | Path, cache_dir: Path | None = None) -> ImpactReport:
-        """The report at ``path``, indexed; with ``cache_dir``, the index is kept there by
-        the report's digest, so a report read again is not parsed again (14 MB of JSON for
-        a release take 0.2 s)."""
+        """The report at ``path``, indexed; with ``cache_dir``, the index is kept there as
+        an SQLite file named by the report's content digest, so a report read again is not
+        parsed again (14 MB of JSON for a release take 0.2 s).
+
+        The digest is found from the report's path, size and modification time (an alias
+        file holding it, as git's index trusts a file's stat); only when those changed is
+        the report read and hashed, and a report that was merely touched or copied finds
+        its index by the digest. A report modified less than two seconds before it was
+        indexed gets no alias (its time may not tell a rewrite in the same tick), so it is
+        hashed on each call until it is older."""
         if cache_dir is None:
             return cls(load_impact_json(path), str(path))
         try:
-            digest = hashlib.blake2b(Path(path).read_bytes(), digest_size=16)
+            st = Path(path).stat()
         except OSError:
             return cls(load_impact_json(path), str(path))  # the loader's one-line error
-        digest.update(_CODE_DIGEST)
-        cached = cache_dir / f"{digest.hexdigest()}.pickle"
+        stat_key = hashlib.blake2b(digest_size=16)
+        stat_key.update(f"{Path(path).resolve()}\0{st.st_size}\0{st.st_mtime_ns}".encode())
+        stat_key.update(_CODE_DIGEST)
+        alias = cache_dir / f"{stat_key.hexdigest()}.alias"
         try:
-            with cached.open("rb") as fh:
-                report = pickle.load(fh)
-            if isinstance(report, cls):
-                report.source = str(path)
-                return report
-        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ValueError):
-            pass  # absent or stale: build it again
-        report = cls(load_impact_json(path), str(path))
-        try:
-            cache_dir.mkdir(parents=True, exist_ok=True)
-            tmp = cached.with_suffix(f".{os.getpid()}.tmp")
-            with tmp.open("wb") as fh:
-                pickle.dump(report, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            tmp.replace(cached)
+            digest = alias.read_text(encoding="ascii").strip()
         except OSError:
-            pass  # a read-only cache only costs the next call its parse
+            digest = None
+        if digest:
+            found = cls._open(cache_dir / f"{digest}.sqlite", digest, str(path))
+            if found is not None:
+                return found
+        try:
+            content = hashlib.blake2b(Path(path).read_bytes(), digest_size=16)
+        except OSError:
+            return cls(load_impact_json(path), str(path))
+        content.update(_CODE_DIGEST)
+        digest = content.hexdigest()
+        cached = cache_dir / f"{digest}.sqlite"
+        report = cls._open(cached, digest, str(path))
+        if report is None:
+            report = cls(load_impact_json(path), str(path))
+            report._save(cached, digest)
+        if time.time() - st.st_mtime > _RACY_S:
+            _write_atomically(alias, digest.encode("ascii"))
         return report
 
+    @classmethod
+    def _open(cls, cached: Path, digest: str, source: str) -> ImpactReport | None:
+        """The index in ``cached`` when it is there, whole and holds ``digest``."""
+        if not cached.is_file():
+            return None
+        try:
+            db = sqlite3.connect(f"{cached.as_uri()}?mode=ro&immutable=1", uri=True)
+            row = db.execute("SELECT value FROM meta WHERE key = 'digest'").fetchone()
+        except sqlite3.Error:
+            return None  # stale or broken: built again
+        if row is None or row[0] != digest:
+            db.close()
+            return None
+        return cls._backed(db, source)
+
+    def _save(self, cached: Path, digest: str) -> None:
+        """Write the in-memory index to ``cached`` (atomically; a read-only cache only
+        costs the next call its parse)."""
+        tmp = cached.with_name(f"{cached.stem}.{os.getpid()}.tmp")
+        try:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            tmp.unlink(missing_ok=True)
+            db = sqlite3.connect(tmp)
+            with db:
+                db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+                db.execute(
+                    "CREATE TABLE entry (tbl TEXT, key TEXT, value BLOB,"
+                    " PRIMARY KEY (tbl, key)) WITHOUT ROWID"
+                )
+                db.executemany(
+                    "INSERT INTO entry VALUES (?, ?, ?)",
+                    (
+                        (table, key, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+                        for table, values in self._tables.items()
+                        for key, value in values.items()
+                    ),
+                )
+                db.execute("INSERT INTO meta VALUES ('digest', ?)", (digest,))
+            db.close()
+            tmp.replace(cached)
+        except (OSError, sqlite3.Error):
+            tmp.unlink(missing_ok=True)
+
+    def _get(self, table: str, key: str) -> Any:
+        """What the index holds under ``key`` in ``table`` (None when nothing)."""
+        values = self._tables[table]
+        if key in values or self._db is None:
+            return values.get(key)
+        row = self._db.execute(
+            "SELECT value FROM entry WHERE tbl = ? AND key = ?", (table, key)
+        ).fetchone()
+        value = values[key] = pickle.loads(row[0]) if row is not None else None
+        return value
+
+    def _add(self, table: str, key: str, item: Any) -> None:
+        self._tables[table].setdefault(key, []).append(item)
+
+    def unit(self, i: int) -> dict[str, Any]:
+        """What attribution reads of the report's ``i``-th unit."""
+        found = self._get("units", str(i))
+        if found is None:
+            raise KeyError(f"{self.source}: no unit {i}")
+        return found
+
     def _index_unit(self, i: int, unit: dict[str, Any]) -> None:
+        self._tables["units"][str(i)] = {
+            **{k: unit.get(k) for k in _UNIT_FIELDS},
+            "change_kinds": sorted({str(c.get("change")) for c in unit.get("changes") or []}),
+        }
         for change in unit.get("changes") or []:
             path, _, qualname = str(change.get("symbol", "")).partition("::")
             if not qualname:
@@ -247,51 +349,79 @@ class ImpactReport:
             kind = str(change.get("change"))
             for where, qn in places:
                 c = _Changed(i, where, module_of(where), qn.rsplit(".", 1)[-1], qn, kind)
-                self._changed[(_file_name(where), c.name)].append(c)
-                self._changed_in[(c.module, c.name)].append(c)
+                self._add("changed", _key(_file_name(where), c.name), c)
+                self._add("changed_in", _key(c.module, c.name), c)
+        places = self._tables["places"]
         for full in unit.get("couplings") or []:
             coupling = {k: full.get(k) for k in _COUPLING_FIELDS}
             path, line = _split_place(str(coupling.get("downstream", "")))
             owner = coupling.get("owner") or None
             function = owner.rsplit(".", 1)[-1] if owner else None
-            self._places[_file_name(path)][path].append(_Place(i, path, line, function, coupling))
+            by_path = places.setdefault(_file_name(path), {})
+            by_path.setdefault(path, []).append(_Place(i, path, line, function, coupling))
             if owner and "." in owner:  # Class.method: the form Python's messages use
-                self._owners[owner].append((i, coupling))
+                self._add("owners", owner, (i, coupling))
             if owner:  # what a TypeError calls it: "Class.method()" or "function()"
-                self._called[owner].append((i, coupling))
+                self._add("called", owner, (i, coupling))
             if coupling.get("kind") == "monkeypatch":  # the functions patched in
                 for name in _patched_in(str(coupling.get("snippet") or "")):
-                    self._called[name].append((i, coupling))
+                    self._add("called", name, (i, coupling))
             for problem in coupling.get("problems") or []:
                 for name in _QUOTED.findall(str(problem)):
-                    self._problems[name].append((i, coupling))
+                    self._add("problems", name, (i, coupling))
 
     def attribute(self, outcome: dict[str, Any], top: int = 3) -> list[Attribution]:
-        """The units most likely to have caused ``outcome`` (a stored failure), best first."""
+        """The units most likely to have caused ``outcome`` (a stored failure), best first.
+
+        Failures whose chains tie the same frames, whose messages say the same facts and
+        that sit in the same layer get the same attributions (the same objects: read them,
+        do not change them), so a batch of like failures is attributed once."""
+        tied: list[list[_Tie]] = []  # what each frame on the chain ties, frames once each
+        seen: set[tuple[Any, Any, Any]] = set()
+        for frame in _frames(outcome):
+            file = str(frame.get("file") or "")
+            named = self._file_named.get(file)
+            if named is None:
+                named = self._file_named[file] = _file_name(file.replace("\\", "/")) in self._files
+            if not named:
+                continue  # most frames (pytest, the test itself) are in no file the report names
+            key = (file, frame.get("function"), frame.get("line"))
+            if key not in seen:  # recursion and re-raised chains repeat frames
+                seen.add(key)
+                ties = self._frames.get(key)
+                if ties is None:  # the same frame in many failures is joined once
+                    ties = self._frames[key] = []
+                    self._tie_frame(frame, lambda *tie, into=ties: into.append(tie))
+                if ties:
+                    tied.append(ties)
+        parts = [self._facts_of(part) for part in _messages(outcome)]
+        layer = str(outcome.get("layer") or "")
+        # ids of objects the report keeps for its life (its frame and message memos)
+        memo = (tuple(map(id, tied)), tuple(map(id, parts)), layer, top)
+        ranked = self._attributed.get(memo)
+        if ranked is None:
+            ranked = self._attributed[memo] = self._rank(tied, _TextFacts.merge(parts), layer, top)
+        return list(ranked)
+
+    def _rank(
+        self, tied: list[list[_Tie]], facts: _TextFacts, layer: str, top: int
+    ) -> list[Attribution]:
         found: dict[int, _Found] = {}
 
         def add(unit: int, evidence: Evidence, coupling: dict[str, Any] | None) -> None:
             found.setdefault(unit, _Found()).add(evidence, coupling)
 
-        seen: set[tuple[Any, Any, Any]] = set()
-        for frame in _frames(outcome):
-            key = (frame.get("file"), frame.get("function"), frame.get("line"))
-            if key not in seen:  # recursion and re-raised chains repeat frames
-                seen.add(key)
-                self._tie_frame(frame, add)
-        text = _messages(outcome)
-        self._tie_text(text, add)
+        for ties in tied:
+            for tie in ties:
+                add(*tie)
+        self._tie_text(facts, add)
         if not found:
             return []
-        arguments = bool(_ARGUMENTS.search(text))
-        missing_name = bool(
-            _CANNOT_IMPORT.search(text) or _NO_ATTRIBUTE.search(text) or _NO_MODULE.search(text)
-        )
-        lowering = bool(_MISSING_LOWERING.search(text))
-        stages = STAGES_OF_LAYER.get(str(outcome.get("layer") or ""), frozenset())
+        arguments, missing_name, lowering = facts.arguments, facts.missing_name, facts.lowering
+        stages = STAGES_OF_LAYER.get(layer, frozenset())
         out = []
         for i, f in found.items():
-            unit = self.units[i]
+            unit = self.unit(i)
             kinds = set(unit["change_kinds"])
             if arguments and "signature" in kinds:
                 f.add(
@@ -322,7 +452,7 @@ class ImpactReport:
                 f.add(
                     Evidence(
                         "stage_fits",
-                        f"stage {unit.get('stage')} fits layer {outcome.get('layer')}",
+                        f"stage {unit.get('stage')} fits layer {layer}",
                         STAGE_FITS,
                     ),
                     None,
@@ -355,7 +485,7 @@ class ImpactReport:
         file = str(frame.get("file") or "").replace("\\", "/")
         name = file.rsplit("/", 1)[-1]
         function, line = frame.get("function"), frame.get("line")
-        by_path = self._places.get(name) or {}
+        by_path = self._get("places", name) or {}
         places = [p for path, ps in by_path.items() if _same_file(file, path) for p in ps]
         for place in places:
             where = f"{place.path}:{line}"
@@ -375,7 +505,7 @@ class ImpactReport:
                     ),
                     place.coupling,
                 )
-        for changed in self._changed.get((name, str(function)), ()):
+        for changed in self._get("changed", _key(name, str(function))) or ():
             if _same_file(file, changed.path):
                 add(
                     changed.unit,
@@ -388,16 +518,24 @@ class ImpactReport:
                     None,
                 )
 
-    def _tie_text(self, text: str, add: Any) -> None:
-        for name, module in _CANNOT_IMPORT.findall(text):
+    def _facts_of(self, part: str) -> _TextFacts:
+        """What one message says, read once per distinct message in a run."""
+        facts = self._texts.get(part)
+        if facts is None:  # messages that say the same facts share one object
+            said = _TextFacts.of(part)
+            facts = self._texts[part] = self._said.setdefault(said, said)
+        return facts
+
+    def _tie_text(self, facts: _TextFacts, add: Any) -> None:
+        for name, module in facts.cannot_import:
             self._tie_missing(module, name, f"cannot import {name} from {module}", add)
-        for module, name in _NO_ATTRIBUTE.findall(text):
+        for module, name in facts.no_attribute:
             self._tie_missing(module, name, f"{module} has no attribute {name}", add)
-        for module in _NO_MODULE.findall(text):
+        for module in facts.no_module:
             parent, _, last = module.rpartition(".")
             self._tie_missing(parent, last, f"no module {module}", add)
-        for token in set(_DOTTED.findall(text)):
-            for unit, coupling in self._owners.get(token.rstrip("."), ()):
+        for token in facts.dotted:
+            for unit, coupling in self._get("owners", token.rstrip(".")) or ():
                 add(
                     unit,
                     Evidence(
@@ -407,19 +545,20 @@ class ImpactReport:
                     ),
                     coupling,
                 )
-        for called in set(_CALLED.findall(text)):
-            for unit, coupling in self._called.get(called, ()):
+        for called in facts.called:
+            for unit, coupling in self._get("called", called) or ():
                 detail = f"the error calls {called}() ({coupling.get('downstream')})"
                 add(unit, Evidence("named", detail, OWNER_NAMED), coupling)
-        bound = _CALL_KEYWORD.findall(text)  # "f() got an unexpected keyword argument 'k'"
+        bound = facts.bound  # "f() got an unexpected keyword argument 'k'"
         for called, keyword in bound:
-            for unit, coupling in self._called.get(called, ()):
+            for unit, coupling in self._get("called", called) or ():
                 if any(f"'{keyword}'" in str(p) for p in coupling.get("problems") or []):
                     detail = f"{called}() rejects '{keyword}', as the report says"
                     add(unit, Evidence("problem", detail, PROBLEM_NAMED), coupling)
         # a quoted name the error binds to another function is not this coupling's problem
-        for name in set(_QUOTED.findall(text)) - {keyword for _, keyword in bound}:
-            for unit, coupling in self._problems.get(name, ()):
+        keywords = {keyword for _, keyword in bound}
+        for name in (n for n in facts.quoted if n not in keywords):
+            for unit, coupling in self._get("problems", name) or ():
                 add(
                     unit,
                     Evidence(
@@ -432,7 +571,7 @@ class ImpactReport:
                 )
 
     def _tie_missing(self, module: str, name: str, what: str, add: Any) -> None:
-        for changed in self._changed_in.get((module, name), ()):
+        for changed in self._get("changed_in", _key(module, name)) or ():
             if changed.change in ("removed", "renamed"):
                 add(
                     changed.unit,
@@ -443,6 +582,10 @@ class ImpactReport:
                     ),
                     None,
                 )
+
+
+#: one piece of evidence a frame gives: (unit, evidence, the coupling it came through)
+_Tie = tuple[int, "Evidence", "dict[str, Any] | None"]
 
 
 class _Found:
@@ -482,6 +625,20 @@ def _patched_in(snippet: str) -> list[str]:
     return [n for n in names if n not in _WRAPPERS]
 
 
+def _key(*parts: str) -> str:
+    return "\0".join(parts)
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a read-only cache: the next call hashes again
+
+
 def _file_name(path: str) -> str:
     return path.rsplit("/", 1)[-1]  # a report's paths are POSIX (Path() is slow here)
 
@@ -502,11 +659,73 @@ def _frames(outcome: dict[str, Any]) -> Iterator[dict[str, Any]]:
             yield {"file": file, "line": int(line), "function": function}
 
 
-def _messages(outcome: dict[str, Any]) -> str:
+def _messages(outcome: dict[str, Any]) -> list[str]:
+    """The failure's message and each chained exception's ``Type: message``: the parts of
+    the text attribution reads (no pattern it reads matches across two parts)."""
     parts: list[str] = [str(outcome.get("message") or "")]
     for exc in outcome.get("exception_chain") or []:
         parts.append(f"{exc.get('type')}: {exc.get('message') or ''}")
-    return "\n".join(parts)
+    return parts
+
+
+@dataclass(frozen=True)
+class _TextFacts:
+    """What an error's text says that attribution can use, in the order the text says it
+    (so ties between equal evidence resolve the same way in every process)."""
+
+    cannot_import: tuple[tuple[str, str], ...]  # (name, module)
+    no_attribute: tuple[tuple[str, str], ...]  # (module, name)
+    no_module: tuple[str, ...]
+    dotted: tuple[str, ...]  # names, once each
+    called: tuple[str, ...]  # "f()" -> f, once each
+    bound: tuple[tuple[str, str], ...]  # "f() got an unexpected keyword argument 'k'"
+    quoted: tuple[str, ...]  # 'n', once each
+    arguments: bool  # the error is about a call's arguments
+    missing_name: bool  # an import or attribute lookup found nothing
+    lowering: bool  # a lowering is missing
+
+    @classmethod
+    def of(cls, text: str) -> _TextFacts:
+        cannot_import = tuple(_CANNOT_IMPORT.findall(text))
+        no_attribute = tuple(_NO_ATTRIBUTE.findall(text))
+        no_module = tuple(_NO_MODULE.findall(text))
+        return cls(
+            cannot_import=cannot_import,
+            no_attribute=no_attribute,
+            no_module=no_module,
+            dotted=tuple(dict.fromkeys(_DOTTED.findall(text))),
+            called=tuple(dict.fromkeys(_CALLED.findall(text))),
+            bound=tuple(_CALL_KEYWORD.findall(text)),
+            quoted=tuple(dict.fromkeys(_QUOTED.findall(text))),
+            arguments=bool(_ARGUMENTS.search(text)),
+            missing_name=bool(cannot_import or no_attribute or no_module),
+            lowering=bool(_MISSING_LOWERING.search(text)),
+        )
+
+    @classmethod
+    def merge(cls, parts: list[_TextFacts]) -> _TextFacts:
+        """The facts of the parts' text together (each part's, in order)."""
+        if len(parts) == 1:
+            return parts[0]
+
+        def cat(name: str) -> tuple[Any, ...]:
+            return tuple(item for p in parts for item in getattr(p, name))
+
+        def once(name: str) -> tuple[Any, ...]:
+            return tuple(dict.fromkeys(cat(name)))
+
+        return cls(
+            cannot_import=cat("cannot_import"),
+            no_attribute=cat("no_attribute"),
+            no_module=cat("no_module"),
+            dotted=once("dotted"),
+            called=once("called"),
+            bound=cat("bound"),
+            quoted=once("quoted"),
+            arguments=any(p.arguments for p in parts),
+            missing_name=any(p.missing_name for p in parts),
+            lowering=any(p.lowering for p in parts),
+        )
 
 
 def attribute_all(
@@ -552,7 +771,15 @@ def batch_culprit(
     return BatchCulprit(best[unit], count[unit], len(members))
 
 
-def store_culprits(store: Any, run_id: int, by_case: dict[str, list[Attribution]]) -> int:
-    """Each attributed final outcome's ``evidence.culprits`` (best first); others cleared."""
-    values = {case: [a.as_dict() for a in ranked] for case, ranked in by_case.items()}
-    return store.set_evidence(run_id, "culprits", values)
+def culprit_evidence(by_case: dict[str, list[Attribution]]) -> dict[str, list[dict[str, Any]]]:
+    """What each attributed outcome stores as ``evidence.culprits`` (best first)."""
+    done: dict[int, dict[str, Any]] = {}  # like failures share their attributions
+    out = {}
+    for case, ranked in by_case.items():
+        out[case] = []
+        for a in ranked:
+            as_dict = done.get(id(a))
+            if as_dict is None:
+                as_dict = done[id(a)] = a.as_dict()
+            out[case].append(as_dict)
+    return out
