@@ -204,7 +204,11 @@ class Join:
 
     def by_name(self, r: Reference, target: str) -> None:
         """The exact upstream name (resolved through re-exports; a rename's old name too)."""
-        still_there = self.resolver.defined(target) or self.resolver.imported(r.target)
+        still_there = (
+            self.resolver.defined(target)
+            or self.resolver.imported(r.target)
+            or self.resolver.reachable(target) is not None
+        )
         direct = self.by_dotted.get(target, []) + (
             self.by_dotted.get(r.target, []) if target != r.target else []
         )
