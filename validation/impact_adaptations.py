@@ -16,8 +16,9 @@ the flagged-but-unchanged Shim places (either a false alarm or an adaptation sti
 Many torch_npu changes are its own work, unrelated to upstream: the base rate says how
 often a coupled symbol changes anyway. Nothing is imported or executed.
 
-Usage: python validation/impact_adaptations.py [--cache DIR] [--json OUT]
-(needs the wheels through pip download: torch 2.13.0 / 2.14.1, torch-npu 2.13.0 / 2.14.0).
+Usage: python validation/impact_adaptations.py [--cache DIR] [--json OUT] [--places OUT]
+[--upstream OLD NEW] [--downstream OLD NEW] (default: torch 2.13.0 / 2.14.1, torch-npu
+2.13.0 / 2.14.0; the wheels come through pip download).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from instep.impact.analysis import ImpactRequest, analyse
+from instep.impact.export.priority import rank_test_places
 from instep.impact.join.matchers import BEHAVIOUR
 from instep.impact.upstream.release_diff import diff_versions
 from instep.impact.upstream.sources import diff_snapshots, is_test_path, open_snapshot
@@ -41,10 +43,11 @@ CODE_CHANGES = ("no", "unsure", "yes")
 ADAPTING = BEHAVIOUR  # body, signature, value, decorator, removed, renamed
 
 
-def downstream_changes(cache: Path):
-    """torch_npu 2.13.0 -> 2.14.0: (adapted symbols 'path::qualname', the version diff)."""
-    old = open_snapshot(DOWN_OLD, cache)
-    new = open_snapshot(DOWN_NEW, cache)
+def downstream_changes(cache: Path, down_old: str = DOWN_OLD, down_new: str = DOWN_NEW):
+    """torch_npu 2.13.0 -> 2.14.0 (or the pair given): (adapted symbols 'path::qualname',
+    the version diff)."""
+    old = open_snapshot(down_old, cache)
+    new = open_snapshot(down_new, cache)
     pairs = [(f.path, f.old, f.new) for f in diff_snapshots(old, new) if not is_test_path(f.path)]
     diff = diff_versions(pairs, cache=ContentCache(cache, "symbols"), jobs=2)
     adapted = {f"{c.path}::{c.qualname}" for c in diff.changes if c.aspects & ADAPTING}
@@ -93,14 +96,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "instep")
     ap.add_argument("--json", type=Path, help="write the per-symbol table here")
+    ap.add_argument("--places", type=Path, help="write the Test places by priority here")
+    ap.add_argument("--upstream", nargs=2, default=(UP_OLD, UP_NEW), metavar=("OLD", "NEW"))
+    ap.add_argument("--downstream", nargs=2, default=(DOWN_OLD, DOWN_NEW), metavar=("OLD", "NEW"))
     args = ap.parse_args()
 
     report = analyse(
         ImpactRequest(
-            downstream=DOWN_OLD, upstream_old=UP_OLD, upstream_new=UP_NEW, cache_dir=args.cache
+            downstream=args.downstream[0],
+            upstream_old=args.upstream[0],
+            upstream_new=args.upstream[1],
+            cache_dir=args.cache,
         )
     )
-    adapted, diff, old_snapshot = downstream_changes(args.cache)
+    adapted, diff, old_snapshot = downstream_changes(args.cache, *args.downstream)
     enclosing = Enclosing(old_snapshot, diff)
 
     flagged: dict[str, str] = {}  # downstream symbol -> strongest action of its couplings
@@ -172,6 +181,25 @@ def main() -> None:
         hit = sum(s in adapted for s in ranked[:k])
         lift = hit / k / place_base if place_base else 0.0
         print(f"  top {k:3}: adapted {hit:3} ({lift:.1f}x the base rate)")
+    # Test places by priority (export/priority.py, the order of the report's "Test these").
+    # Module-level places ('path::<module>') are left out of this list and of its base
+    # rate: the symbol diff names module-level blocks otherwise, so they never count as
+    # adapted here, and a ranking that sank them would gain lift for nothing.
+    owned = {p for p in places if not p.endswith("::<module>")}
+    owned_base = len(owned & adapted) / max(1, len(owned))
+    test_places = [p.place for p in rank_test_places(report.units) if p.place in owned]
+    test_hit = sum(p in adapted for p in test_places)
+    print(
+        f"Test places by priority ({len(test_places)} places in a def or class, adapted "
+        f"{test_hit}; base rate {owned_base:.1%} of {len(owned)} such coupled places):"
+    )
+    for k in (10, 25, 50, 100, 200):
+        hit = sum(s in adapted for s in test_places[:k])
+        lift = hit / k / owned_base if owned_base else 0.0
+        print(f"  top {k:3}: adapted {hit:3} ({lift:.1f}x the base rate)")
+    if args.places:
+        rows = [{"place": p, "adapted": p in adapted} for p in test_places]
+        args.places.write_text(json.dumps(rows, indent=1), encoding="utf-8")
     pending = sorted(s for s, a in flagged.items() if a == "Shim" and s not in adapted)
     print(f"Shim places torch_npu 2.14.0 left unchanged ({len(pending)}):")
     for s in pending[:30]:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from instep.errors import BadInput
+from instep.impact.downstream.wholesale import find_swaps
 from instep.impact.join.breaking_path import UpstreamCalls
 from instep.impact.join.fork_search import ForkSearch
 from instep.impact.join.matchers import Join
@@ -429,6 +430,8 @@ class _Analysis:
         """Couplings per unit index: every downstream reference matched to the changes."""
         calls = UpstreamCalls(self.new.paths(), self.new.read)
         join = Join(units, self.resolver(), down.roots, self.new_version, self._names_in, calls)
+        snap = self._downstream_snapshot()
+        join.swaps = tuple(find_swaps(snap.paths(), snap.read, join.resolver.module_paths))
         # fork detection reads only the changes and the downstream functions: it runs in a
         # forked child while this process matches the references
         search = ForkSearch(self.jobs, self.cache_root, self._lines_of)

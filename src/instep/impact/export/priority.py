@@ -1,7 +1,7 @@
 """A priority for each downstream place that a Test coupling reaches, from the evidence the
 verdicts already hold: what kind of upstream change, how the place couples to it, the
-compile stage, how many hops of inherited calls lie between them, and how many upstream
-units reach the place.
+compile stage, whether the rule could rule out a code change, how many hops of inherited
+calls lie between them, and how many upstream units reach the place.
 
 Nothing here decides a verdict or reads source code: it orders what the join produced so
 that a report can list the places worth testing first. Places reached only through long
@@ -17,40 +17,40 @@ from dataclasses import dataclass
 
 from instep.impact.model import Action, ChangeKind, Coupling, CouplingKind, Impact, Stage
 
-# how likely the change kind is to alter what the downstream sees
+# The weights are the rounded lift of each value on a *tuning pair* that no figure uses:
+# torch 2.12.1 -> 2.13.0 on torch-npu 2.12.0, against what torch-npu 2.13.0 changed
+# (how much more often a Test place holding a coupling with that value was adapted than
+# any Test place; docs/validation/impact-adaptations.md "Ranking"). The figures are
+# measured on torch 2.13.0 -> 2.14.1 against torch-npu 2.14.0, which tuned nothing.
+# how likely the change kind is to make the downstream change
 CHANGE_WEIGHT = {
-    ChangeKind.REMOVED: 5,
-    ChangeKind.RENAMED: 5,
-    ChangeKind.SIGNATURE: 4,
-    ChangeKind.VALUE: 3,
-    ChangeKind.DECORATOR: 3,
-    ChangeKind.BODY: 2,
-    ChangeKind.ANNOTATION: 1,
-    ChangeKind.ADDED: 1,
+    ChangeKind.SIGNATURE: 1.5,
+    ChangeKind.ADDED: 1.5,
+    ChangeKind.BODY: 1.0,
+    ChangeKind.REMOVED: 1.0,
+    ChangeKind.RENAMED: 0.5,
+    ChangeKind.VALUE: 0.5,
+    ChangeKind.DECORATOR: 0.5,
+    ChangeKind.ANNOTATION: 0.5,
 }
-# how tightly the place is bound to the upstream code: replacing or extending it binds
-# more than calling it, calling it more than inheriting a call path into it
+# how tightly the place is bound to the upstream code: replacing a method binds most; a
+# fork is the downstream's own copy, an inherited call path the loosest link
 COUPLING_WEIGHT = {
-    CouplingKind.MONKEYPATCH: 4,
-    CouplingKind.SUBCLASS_OVERRIDE: 4,
-    CouplingKind.FORK: 3,
-    CouplingKind.REGISTRATION: 3,
-    CouplingKind.CONFIG: 3,
-    CouplingKind.C_SHIM: 2,
-    CouplingKind.IMPORT_USE: 2,
-    CouplingKind.INHERITED_PATH: 1,
+    CouplingKind.SUBCLASS_OVERRIDE: 3.0,
+    CouplingKind.MONKEYPATCH: 2.0,
+    CouplingKind.IMPORT_USE: 1.0,
+    CouplingKind.FORK: 1.0,
+    CouplingKind.REGISTRATION: 1.0,
+    CouplingKind.CONFIG: 1.0,
+    CouplingKind.C_SHIM: 1.0,
+    CouplingKind.INHERITED_PATH: 0.7,
 }
-# the stages a compile backend implements itself weigh most
-STAGE_WEIGHT = {
-    Stage.INDUCTOR: 3,
-    Stage.DECOMPOSITION: 3,
-    Stage.AOT: 2,
-    Stage.DYNAMO: 2,
-    Stage.FX: 2,
-    Stage.RUNTIME: 2,
-    Stage.DISTRIBUTED: 1,
-    Stage.OTHER: 1,
-}
+# the stage a compile backend implements most of itself weighs most
+STAGE_WEIGHT = {Stage.INDUCTOR: 1.5}  # every other stage: 0.7
+OTHER_STAGE = 0.7
+# a rule that could not rule out a code change (breaking path unproven, replacement
+# that no longer fits, a caller that could not be checked) over one that did
+CODE_CHANGE_WEIGHT = {"unsure": 1.8, "yes": 1.8}
 LONG_PATH = 2  # inherited paths with this many hops or more (beyond the direct link) sink
 
 
@@ -87,13 +87,14 @@ class TestPlace:
 def score(unit: Impact, coupling: Coupling) -> Scored:
     change = next((c for c in unit.change.changes if c.ref == coupling.upstream), None)
     aspects = change.aspects if change is not None else frozenset()
-    strongest = max(aspects, key=lambda k: CHANGE_WEIGHT.get(k, 1), default=None)
+    strongest = max(aspects, key=lambda k: CHANGE_WEIGHT.get(k, 1.0), default=None)
     stage = change.stage if change is not None else unit.stage
     hops = max(0, len(coupling.chain) - 2)
     value = (
-        CHANGE_WEIGHT.get(strongest, 1)
-        * COUPLING_WEIGHT.get(coupling.kind, 1)
-        * STAGE_WEIGHT.get(stage, 1)
+        CHANGE_WEIGHT.get(strongest, 1.0)
+        * COUPLING_WEIGHT.get(coupling.kind, 1.0)
+        * STAGE_WEIGHT.get(stage, OTHER_STAGE)
+        * CODE_CHANGE_WEIGHT.get(str(coupling.code_change), 1.0)
         / (1 + hops)
     )
     return Scored(unit, coupling, str(strongest or "?"), str(stage), hops, value)

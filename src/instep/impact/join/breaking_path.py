@@ -44,6 +44,8 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
+from instep.impact.downstream.wholesale import Swap
+from instep.impact.join import call_conditions
 from instep.impact.model import ChangeKind, CouplingKind, Reference, SymbolChange
 from instep.pyindex.model import SymbolKind, module_of
 from instep.pyindex.signatures import call_problems, call_shape, incompatibilities, parse_params
@@ -59,6 +61,7 @@ class PathKind(str, Enum):
     BREAKS = "breaking_path"  # a new upstream call reaches the replacement and does not bind
     NONE = "no_breaking_call"  # every call with the new shape goes elsewhere (or none exists)
     GAVE_UP = "path_unproven"  # a call with the new shape whose target could not be told
+    CONDITIONAL = "breaking_call_conditional"  # it reaches, only under a condition never met
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,7 @@ class CallSite:
     cls: str | None  # qualname of the innermost enclosing class
     caller: str | None  # qualname of the enclosing def at module or class level
     nested: bool  # inside a def nested in ``caller`` (a closure may outlive a replacement)
+    guard: str | None = None  # a condition the backend never meets around it (call_conditions)
 
     @property
     def at(self) -> str:
@@ -120,6 +124,20 @@ class _Sites(ast.NodeVisitor):
         self.names = names
         self.stack: list[tuple[str, str]] = []  # ('class'|'def', name)
         self.out: dict[str, list[CallSite]] = {n: [] for n in names}
+        self.guards: list[str] = []
+        self.conditional: list[dict[str, str]] = [{}]
+
+    def visit_If(self, node: ast.If) -> None:
+        why = call_conditions.never_met(node.test, self.conditional[-1])
+        self.visit(node.test)
+        if why:
+            self.guards.append(why)
+        for stmt in node.body:
+            self.visit(stmt)
+        if why:
+            self.guards.pop()
+        for stmt in node.orelse:
+            self.visit(stmt)
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         self.stack.append(("class", node.name))
@@ -128,7 +146,9 @@ class _Sites(ast.NodeVisitor):
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         self.stack.append(("def", node.name))
+        self.conditional.append({**self.conditional[-1], **call_conditions.conditional_names(node)})
         self.generic_visit(node)
+        self.conditional.pop()
         self.stack.pop()
 
     visit_AsyncFunctionDef = visit_FunctionDef
@@ -178,6 +198,7 @@ class _Sites(ast.NodeVisitor):
                     cls,
                     caller,
                     nested,
+                    self.guards[-1] if self.guards else None,
                 )
             )
         self.generic_visit(node)
@@ -283,6 +304,7 @@ class _Context:
     resolver: object
     overridden: set[tuple[str, str, str]]  # (downstream file, class, member it defines)
     patched: dict[str, str]  # upstream dotted name -> downstream place that replaces it
+    swaps: tuple[Swap, ...] = ()  # upstream modules the downstream swaps wholesale
     calls: UpstreamCalls | None = None
 
     @property
@@ -344,11 +366,27 @@ def _is_module(dotted: str, ctx: _Context) -> bool:
     return dotted in ctx.resolver.module_paths  # type: ignore[attr-defined]
 
 
+def _swapped(module: str, caller: str, ctx: _Context) -> str:
+    """Why a module-level function is swapped out together with the replacement, or ''."""
+    top = caller.split(".", 1)[0]
+    for swap in ctx.swaps:
+        if swap.replaces(module, top) and swap.installs(module_of(ctx.ref.path)):
+            return (
+                f"its caller `{top}` is swapped out wholesale together with this replacement: "
+                f"{swap.at} rebinds every function of `{module}` that `{swap.downstream}` "
+                "defines, and the replacement ships in that package"
+            )
+    return ""
+
+
 def _live(
     module: str, site_cls: tuple[str, str] | None, caller: str, ctx: _Context, depth: int = 0
 ) -> str:
     """'' when the calling function runs for the downstream object, else why it does not."""
     dotted = f"{module}.{caller}"
+    swapped = _swapped(module, caller, ctx) if site_cls is None else ""
+    if swapped:
+        return swapped
     if dotted in ctx.patched:
         return f"its caller `{caller}` is replaced downstream too ({ctx.patched[dotted]})"
     if ctx.kind is not CouplingKind.SUBCLASS_OVERRIDE or site_cls is None:
@@ -384,6 +422,10 @@ def _reaches(site: CallSite, ctx: _Context) -> tuple[bool | None, str]:
     not followed), with the reason."""
     r = ctx.resolver
     site_cls = (site.module, site.cls) if site.cls else None
+    if site.caller and site.nested and site_cls is None:
+        why = _swapped(site.module, site.caller, ctx)
+        if why:
+            return False, why
     if site.caller and not site.nested:
         why = _live(site.module, site_cls, site.caller, ctx)
         if why:
@@ -534,10 +576,11 @@ def search(
     resolver,
     overridden: set[tuple[str, str, str]],
     patched: dict[str, str],
+    swaps: tuple[Swap, ...] = (),
 ) -> PathVerdict:
     """Is there a new-upstream call that passes the new argument shape to ``ref``'s
     replacement of ``change``? The text quotes it, or says why none was found."""
-    ctx = _Context(change, ref, kind, resolver, overridden, patched, calls)
+    ctx = _Context(change, ref, kind, resolver, overridden, patched, swaps, calls)
     new_params = _new_parameters(change)
     what = ", ".join(f"`{p}`" for p in new_params) or "the new argument shape"
     shaped = [
@@ -551,6 +594,7 @@ def search(
         )
     not_followed: list[str] = []
     elsewhere: list[str] = []
+    conditional: list[str] = []
     for site, shape in shaped:
         reach, why = _reaches(site, ctx)
         if shape is None:
@@ -558,13 +602,18 @@ def search(
                 not_followed.append(f"{site.at} unpacks its arguments")
             continue
         if reach:
-            return PathVerdict(
-                PathKind.BREAKS,
+            text = (
                 f"the new upstream calls it at {site.at}"
                 f"{f' (in `{site.caller}`)' if site.caller else ''} passing {what}, "
-                f"and the call reaches {ref.path}:{ref.line}: {why}",
+                f"and the call reaches {ref.path}:{ref.line}: {why}"
             )
+            if site.guard is None:
+                return PathVerdict(PathKind.BREAKS, text)
+            conditional.append(f"{text}; but only under {site.guard}")
+            continue
         (elsewhere if reach is False else not_followed).append(f"{site.at}: {why}")
+    if conditional and not not_followed:
+        return PathVerdict(PathKind.CONDITIONAL, "; ".join(conditional[:2]))
     if not_followed:
         return PathVerdict(
             PathKind.GAVE_UP,

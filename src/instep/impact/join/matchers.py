@@ -123,6 +123,7 @@ class Join:
         self.overridden: set[tuple[str, str]] = set()  # (downstream class, member it defines)
         self.overridden_in: set[tuple[str, str, str]] = set()  # (file, class, member)
         self.patched: dict[str, str] = {}  # upstream dotted name -> downstream patch site
+        self.swaps: tuple = ()  # downstream/wholesale.Swap: modules swapped wholesale
         self.reach_memo: dict[str, dict[str, list[str]]] = {}
 
     def add(
@@ -147,7 +148,14 @@ class Join:
         evidence = ""
         if self.calls is not None and breaking_path.needs_search(change, ref, k):
             path = breaking_path.search(
-                self.calls, change, ref, k, self.resolver, self.overridden_in, self.patched
+                self.calls,
+                change,
+                ref,
+                k,
+                self.resolver,
+                self.overridden_in,
+                self.patched,
+                self.swaps,
             )
             extra, evidence = extra | {path.kind.value}, path.text
         self.out[i][key] = decide(
@@ -196,7 +204,11 @@ class Join:
 
     def by_name(self, r: Reference, target: str) -> None:
         """The exact upstream name (resolved through re-exports; a rename's old name too)."""
-        still_there = self.resolver.defined(target) or self.resolver.imported(r.target)
+        still_there = (
+            self.resolver.defined(target)
+            or self.resolver.imported(r.target)
+            or self.resolver.reachable(target) is not None
+        )
         direct = self.by_dotted.get(target, []) + (
             self.by_dotted.get(r.target, []) if target != r.target else []
         )

@@ -10,6 +10,7 @@ bases through the upstream symbol index, parsing only the modules it is asked ab
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from functools import lru_cache
 
@@ -89,6 +90,27 @@ class UpstreamResolver:
             return False
         idx = self.index(module)
         return idx is not None and rest in idx.imports  # type: ignore[attr-defined]
+
+    def reachable(self, dotted: str) -> str | None:
+        """How a name the new module no longer defines still resolves, or None: the module
+        answers it through a module-level ``__getattr__``, or ``X.m`` where ``X = _X()``
+        became an instance of a class that has ``m``."""
+        module, rest = self.split(dotted)
+        idx = self.index(module) if module is not None and rest else None
+        if idx is None or not rest:
+            return None
+        symbols = idx.symbols  # type: ignore[attr-defined]
+        if "." not in rest and "__getattr__" in symbols:
+            return f"`{module}` answers missing names through its `__getattr__`"
+        head, _, member = rest.partition(".")
+        sym = symbols.get(head)
+        value = (sym.value or "") if sym is not None else ""
+        m = re.fullmatch(r"([A-Za-z_][\w.]*)\(\)", value)
+        if member and "." not in member and m:
+            cls = self.class_of(self.resolve(f"{module}.{m.group(1)}"))
+            if cls is not None and self.find_member(*cls, member) is not None:
+                return f"`{head}` is now an instance of `{cls[1]}`, which has `{member}`"
+        return None
 
     def class_of(self, dotted: str) -> tuple[str, str] | None:
         """(module, class qualname) when ``dotted`` names an upstream class."""

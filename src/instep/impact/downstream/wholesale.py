@@ -1,0 +1,190 @@
+"""Find the upstream modules whose functions the downstream swaps wholesale for its own.
+
+A backend that carries its own copy of an upstream module may install it by rebinding, in
+a loop, every upstream function that its copy also defines::
+
+    def apply_patch(fork_module):
+        from torch._inductor import lowering as upstream
+        mine = module_functions(fork_module)
+        for name in module_functions(upstream):
+            if name in mine:
+                setattr(upstream, name, mine[name])
+
+    apply_patch(fork_lowering)   # from .fork import lowering as fork_lowering
+
+Under that swap an upstream function that the copy defines no longer runs, and neither do
+the calls inside it. :func:`find_swaps` reports each such loop as a :class:`Swap`: the
+upstream module, the downstream module whose functions replace its own (named in the loop,
+or passed to the function holding the loop by a call in the downstream), and the functions
+that module defines. A replacement shipped in the same package as the copy is installed
+with it (:mod:`instep.impact.join.breaking_path` reads it so).
+
+Static only: nothing is imported. A ``setattr`` with a constant name is a monkey-patch
+(:mod:`instep.impact.downstream.monkeypatches`), not a swap. This module decides no verdict.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from instep.pyindex.model import module_of
+
+
+@dataclass(frozen=True)
+class Swap:
+    upstream: str  # dotted upstream module whose functions are rebound
+    downstream: str  # dotted downstream module whose functions replace them
+    functions: frozenset[str]  # the module-level functions the downstream module defines
+    at: str  # path:line of the rebinding setattr
+
+    @property
+    def package(self) -> str:
+        return self.downstream.rsplit(".", 1)[0]
+
+    def replaces(self, module: str, function: str) -> bool:
+        return module == self.upstream and function in self.functions
+
+    def installs(self, downstream_module: str) -> bool:
+        """Is a replacement in ``downstream_module`` shipped with the swapped-in copy?"""
+        return downstream_module.startswith(self.package + ".")
+
+
+def _imports(body: Iterable[ast.stmt], module: str, is_package: bool) -> dict[str, str]:
+    """Local name -> dotted name of what it imports (a module or a module's attribute)."""
+    out: dict[str, str] = {}
+    base = module if is_package else module.rsplit(".", 1)[0]
+    for node in body:
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                out[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = base.split(".")
+                head = ".".join(parts[: len(parts) - node.level + 1])
+                src = f"{head}.{node.module}" if node.module else head
+            else:
+                src = node.module or ""
+            for a in node.names:
+                out[a.asname or a.name] = f"{src}.{a.name}"
+    return out
+
+
+def _names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+@dataclass
+class _Loop:
+    path: str
+    line: int
+    upstream: str
+    function: str | None  # the def holding the loop
+    param: int | None  # index of the parameter the rebound values come from
+    downstream: str | None  # the downstream module, when the loop names it
+
+
+def _loops(path: str, tree: ast.Module, modules: set[str], upstream: set[str]) -> list[_Loop]:
+    module = module_of(path)
+    package = path.endswith("__init__.py")
+    top = _imports(tree.body, module, package)
+    out: list[_Loop] = []
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        scope = {**top, **_imports(ast.walk(fn), module, package)}  # type: ignore[arg-type]
+        params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+        assigned = {
+            t.id: n.value
+            for n in ast.walk(fn)
+            if isinstance(n, ast.Assign)
+            for t in n.targets
+            if isinstance(t, ast.Name)
+        }
+        for loop in (n for n in ast.walk(fn) if isinstance(n, ast.For)):
+            for call in (n for n in ast.walk(loop) if isinstance(n, ast.Call)):
+                if not (
+                    isinstance(call.func, ast.Name)
+                    and call.func.id == "setattr"
+                    and len(call.args) == 3
+                    and isinstance(call.args[0], ast.Name)
+                    and not isinstance(call.args[1], ast.Constant)
+                ):
+                    continue
+                target = scope.get(call.args[0].id)
+                if target not in upstream:
+                    continue
+                names = _names(call.args[2])
+                for n in list(names):
+                    if n in assigned:
+                        names |= _names(assigned[n])
+                down = next((scope[n] for n in names if scope.get(n) in modules), None)
+                param = next((params.index(n) for n in sorted(names) if n in params), None)
+                if down is not None or param is not None:
+                    out.append(_Loop(path, call.lineno, target, fn.name, param, down))
+    return out
+
+
+def _top_functions(tree: ast.Module) -> frozenset[str]:
+    return frozenset(
+        n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+    )
+
+
+def find_swaps(
+    paths: Iterable[str],
+    read: Callable[[str], bytes],
+    upstream_modules: Iterable[str],
+) -> list[Swap]:
+    """Every loop in the downstream that rebinds the functions of an upstream module with
+    those of a downstream module (named there, or passed in by a downstream call)."""
+    by_module = {module_of(p): p for p in paths if p.endswith(".py")}
+    modules, upstream = set(by_module), set(upstream_modules)
+    trees: dict[str, ast.Module] = {}
+
+    def tree(path: str) -> ast.Module | None:
+        if path not in trees:
+            try:
+                trees[path] = ast.parse(read(path).decode("utf-8", "replace"), path)
+            except (OSError, KeyError, SyntaxError, ValueError):
+                return None
+        return trees[path]
+
+    texts: dict[str, bytes] = {}
+    for p in by_module.values():
+        try:
+            texts[p] = read(p)
+        except (OSError, KeyError):
+            continue
+    loops: list[_Loop] = []
+    for p, data in texts.items():
+        if b"setattr(" in data and b"for " in data and (t := tree(p)) is not None:
+            loops.extend(_loops(p, t, modules, upstream))
+    found: list[tuple[_Loop, str]] = [(lp, lp.downstream) for lp in loops if lp.downstream]
+    for lp in (lp for lp in loops if lp.downstream is None and lp.function):
+        needle = f"{lp.function}(".encode()
+        for p, data in texts.items():
+            if needle not in data or (t := tree(p)) is None:
+                continue
+            module = module_of(p)
+            package = p.endswith("__init__.py")
+            top = _imports(t.body, module, package)
+            for fn in [t, *(n for n in ast.walk(t) if isinstance(n, ast.FunctionDef))]:
+                scope = {**top, **_imports(ast.walk(fn), module, package)}  # type: ignore[arg-type]
+                for call in (n for n in ast.walk(fn) if isinstance(n, ast.Call)):
+                    name = call.func.id if isinstance(call.func, ast.Name) else None
+                    if isinstance(call.func, ast.Attribute):
+                        name = call.func.attr
+                    if name != lp.function or lp.param is None or len(call.args) <= lp.param:
+                        continue
+                    arg = call.args[lp.param]
+                    if isinstance(arg, ast.Name) and scope.get(arg.id) in modules:
+                        found.append((lp, scope[arg.id]))
+    out: dict[tuple[str, str], Swap] = {}
+    for lp, down in found:
+        t = tree(by_module[down])
+        if t is not None:
+            swap = Swap(lp.upstream, down, _top_functions(t), f"{lp.path}:{lp.line}")
+            out.setdefault((swap.upstream, swap.downstream), swap)
+    return list(out.values())
