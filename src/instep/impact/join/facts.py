@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable
 
 from instep.impact.model import ChangeKind, CouplingKind, Reference, SymbolChange
+from instep.impact.upstream.call_paths import CONSTRUCTION
 from instep.pyindex.model import SymbolKind
 from instep.pyindex.registrations import FALLBACK_CALLS, OVERRIDE_DECOMP, role_of
 from instep.pyindex.signatures import call_problems, incompatibilities, same_parameters
@@ -275,10 +276,14 @@ def member_facts(
     """Facts of a class use whose ``member`` changed: calling the class calls its
     ``__init__``; a member the file never names (``.member``, ``"member"``: the names
     ``names_in_file()`` gives, read only when needed) is not called there, so a signature
-    change cannot break a call there."""
+    change cannot break a call there, and a changed body runs only where upstream code
+    calls it. The other construction and call dunders (``__call__``, ``__new__``) are
+    called without being named, so they always count as named."""
     if member == "__init__":
         return frozenset({"called_directly"})
-    if ChangeKind.SIGNATURE in c.aspects and member not in names_in_file():
+    if member in CONSTRUCTION:
+        return frozenset()
+    if member not in names_in_file():
         return frozenset({"member_not_named"})
     return frozenset()
 
