@@ -88,6 +88,13 @@ def facts_for(
             problems = broken
         elif fit:
             facts.add("calls_fit")
+    if (
+        kind is CouplingKind.IMPORT_USE
+        and ref.owner is None
+        and ref.detail.startswith(("from ", "import "))
+        and not change.aspects & {ChangeKind.VALUE, ChangeKind.SIGNATURE}
+    ):
+        facts.add("import_line")  # binds a code object: its body runs only where it is used
     if ref.calls_original:
         facts.add("calls_original")
     if ref.matched_version == "old":
@@ -286,6 +293,32 @@ def member_facts(
     if member not in names_in_file():
         return frozenset({"member_not_named"})
     return frozenset()
+
+
+def inherited_facts(
+    c: SymbolChange,
+    member: str,
+    overrides: Callable[[], frozenset[str]],
+    names_in_file: Callable[[], frozenset[str]],
+) -> frozenset[str]:
+    """Facts of a downstream subclass that inherits the changed ``member`` unoverridden:
+
+    * ``member_not_named``: the subclass's file never names the member (``.member``,
+      ``"member"``), so the backend never calls it itself: upstream code does;
+    * ``touches_override``: the member's body (old or new) calls ``self.<m>`` for an
+      ``m`` the subclass overrides (``overrides()``): the upstream code runs into the
+      backend's own methods, so the change meets the backend's code.
+    """
+    if member in CONSTRUCTION or member.startswith("__"):
+        return frozenset()  # called unnamed (construction, operators, protocols)
+    facts = set()
+    if member not in names_in_file():
+        facts.add("member_not_named")
+    own = overrides()
+    for sym in (c.old, c.new):
+        if sym is not None and any(f"self.{m}" in sym.calls for m in own):
+            facts.add("touches_override")
+    return frozenset(facts)
 
 
 class DeadFallback:
