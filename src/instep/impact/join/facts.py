@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable
 
 from instep.impact.model import ChangeKind, CouplingKind, Reference, SymbolChange
+from instep.impact.upstream.call_paths import CONSTRUCTION
 from instep.pyindex.model import SymbolKind
 from instep.pyindex.registrations import FALLBACK_CALLS, OVERRIDE_DECOMP, role_of
 from instep.pyindex.signatures import call_problems, incompatibilities, same_parameters
@@ -87,6 +88,13 @@ def facts_for(
             problems = broken
         elif fit:
             facts.add("calls_fit")
+    if (
+        kind is CouplingKind.IMPORT_USE
+        and ref.owner is None
+        and ref.detail.startswith(("from ", "import "))
+        and not change.aspects & {ChangeKind.VALUE, ChangeKind.SIGNATURE}
+    ):
+        facts.add("import_line")  # binds a code object: its body runs only where it is used
     if ref.calls_original:
         facts.add("calls_original")
     if ref.matched_version == "old":
@@ -275,12 +283,42 @@ def member_facts(
     """Facts of a class use whose ``member`` changed: calling the class calls its
     ``__init__``; a member the file never names (``.member``, ``"member"``: the names
     ``names_in_file()`` gives, read only when needed) is not called there, so a signature
-    change cannot break a call there."""
+    change cannot break a call there, and a changed body runs only where upstream code
+    calls it. The other construction and call dunders (``__call__``, ``__new__``) are
+    called without being named, so they always count as named."""
     if member == "__init__":
         return frozenset({"called_directly"})
-    if ChangeKind.SIGNATURE in c.aspects and member not in names_in_file():
+    if member in CONSTRUCTION:
+        return frozenset()
+    if member not in names_in_file():
         return frozenset({"member_not_named"})
     return frozenset()
+
+
+def inherited_facts(
+    c: SymbolChange,
+    member: str,
+    overrides: Callable[[], frozenset[str]],
+    names_in_file: Callable[[], frozenset[str]],
+) -> frozenset[str]:
+    """Facts of a downstream subclass that inherits the changed ``member`` unoverridden:
+
+    * ``member_not_named``: the subclass's file never names the member (``.member``,
+      ``"member"``), so the backend never calls it itself: upstream code does;
+    * ``touches_override``: the member's body (old or new) calls ``self.<m>`` for an
+      ``m`` the subclass overrides (``overrides()``): the upstream code runs into the
+      backend's own methods, so the change meets the backend's code.
+    """
+    if member in CONSTRUCTION or member.startswith("__"):
+        return frozenset()  # called unnamed (construction, operators, protocols)
+    facts = set()
+    if member not in names_in_file():
+        facts.add("member_not_named")
+    own = overrides()
+    for sym in (c.old, c.new):
+        if sym is not None and any(f"self.{m}" in sym.calls for m in own):
+            facts.add("touches_override")
+    return frozenset(facts)
 
 
 class DeadFallback:

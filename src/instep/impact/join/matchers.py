@@ -21,6 +21,7 @@ from instep.impact.join import breaking_path
 from instep.impact.join.facts import (
     DeadFallback,
     assignment_facts,
+    inherited_facts,
     member_facts,
     override_facts,
     registration_facts,
@@ -238,6 +239,12 @@ class Join:
                         CouplingKind.INHERITED_PATH,
                         chain=[c.ref, f"inherited by {owner_cls or r.owner} at {r.at}"],
                         detail=f"{owner_cls or 'subclass'} inherits {aqual}.{member}",
+                        extra=inherited_facts(
+                            c,
+                            member,
+                            lambda: frozenset(m for k, m in self.overridden if k == owner_cls),
+                            lambda: self.names_in(r.path),
+                        ),
                     )
                 elif r.kind is CouplingKind.IMPORT_USE and exposed_member(member, c):
                     self.add(
