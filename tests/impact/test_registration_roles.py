@@ -116,6 +116,7 @@ def npu_gather(x, dim, index):
 
 make_fallback(aten.scatter)
 make_fallback(aten.roll)
+make_fallback(aten.roll.default)
 make_fallback(aten.tril, override_decomp=True)
 register_pointwise(aten.add)
 
@@ -182,13 +183,25 @@ def test_the_same_op_in_another_role_needs_a_test_not_a_code_change(couplings):
     )
 
 
-def test_a_fallback_for_an_op_that_gains_a_decomposition_is_a_shim(couplings):
-    # upstream now decomposes aten.roll: upstream make_fallback raises for such an op
-    assert couplings[("roll", "make_fallback(aten.roll)")] == (
+def test_a_fallback_for_an_overload_that_gains_a_decomposition_is_a_shim(couplings):
+    # upstream now decomposes aten.roll: upstream make_fallback(aten.roll.default) asserts
+    # that the overload is not in the decomposition table, and it now is
+    assert couplings[("roll", "make_fallback(aten.roll.default)")] == (
         "Shim",
         "high",
         "unsure",
         "registration.decomposition_meets_fallback",
+    )
+
+
+def test_a_packet_fallback_for_an_op_that_gains_a_decomposition_is_a_test(couplings):
+    # the table is keyed by overloads: `aten.roll in decompositions` is False, the assert
+    # cannot fire, but the decomposition now runs before the fallback
+    assert couplings[("roll", "make_fallback(aten.roll)")] == (
+        "Test",
+        "high",
+        "unsure",
+        "registration.decomposition_meets_packet_fallback",
     )
 
 

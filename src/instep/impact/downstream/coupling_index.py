@@ -48,7 +48,7 @@ from instep.impact.downstream.scope import Local, LocalKind
 from instep.impact.downstream.subclasses import local_subclass_refs
 from instep.impact.downstream.tree_index import DownstreamIndex
 from instep.impact.downstream.version_gates import GateLookup, catches_import_error, gate_spans
-from instep.impact.model import CouplingKind
+from instep.impact.model import CouplingKind, Reference, VersionGate
 from instep.impact.no_gc import no_cyclic_gc
 from instep.pyindex.cache import ContentCache, content_hash
 from instep.pyindex.model import module_of
@@ -63,6 +63,14 @@ log = logging.getLogger(__name__)
 
 FORMAT = "coupling-index-v8"  # bump when any cached class changes shape
 MAX_FILE_BYTES = 8 * 1024 * 1024
+
+
+def _gate_of(r: Reference, v: _Visitor, lookup: GateLookup) -> VersionGate | None:
+    """The gate around ``r``'s line; for a use of a name bound by ``try: from a import x
+    except ImportError: from b import x``, the ``try`` import's gate (the name only
+    exists when that import or its fallback worked: removed.guarded, not removed.breaks)."""
+    line = v.uses_behind_fallback.get((r.target, r.line))
+    return lookup.at(line if line is not None and r.detail == "use" else r.line)
 
 
 class _Visitor(ImportUses, CShimNames, Definitions, Monkeypatches):
@@ -117,6 +125,12 @@ class _Visitor(ImportUses, CShimNames, Definitions, Monkeypatches):
             if hot and h.type is not None:
                 self.type_position(h.type)
             self.visit_list(h.body)
+        for name, value in primary.items():
+            # the handler imports the same name from elsewhere: a use goes through whichever
+            # import worked (a handler that sets it to None or a local leaves the use bare)
+            other = scope.get(name)
+            if isinstance(value, str) and isinstance(other, str) and other != value:
+                self.import_fallbacks[(name, value)] = node.body[0].lineno
         scope.update(primary)
         self.visit_list(node.orelse)
         self.visit_list(node.finalbody)
@@ -256,7 +270,7 @@ def index_downstream_file(
     refs.extend(local_subclass_refs(v.classes, out.module, functions, upstream_roots, lookup.at))
     refs.extend(op_references(tree, path, source))
     if spans:
-        refs = [r if r.gate else replace(r, gate=lookup.at(r.line)) for r in refs]
+        refs = [r if r.gate else replace(r, gate=_gate_of(r, v, lookup)) for r in refs]
         v.pending = [replace(r, gate=lookup.at(r.line)) for r in v.pending]
     out.references = [
         replace(r, call_shapes=v.call_shapes_of(r))

@@ -59,7 +59,10 @@ class ImportUses(Scope):
         if b is None or type(b) is Local:
             return
         if self.is_up(b):
+            guarded = self.import_fallbacks.get((node.id, b))
             b, _ = apply_handles(b)
+            if guarded is not None:
+                self.uses_behind_fallback[(b, node.lineno)] = guarded
             self.use(b, node.lineno)
             self.note_use(b, node)
         elif self.is_own(b):

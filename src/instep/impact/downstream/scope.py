@@ -119,6 +119,11 @@ class Scope(HotLines):
         self.returns: dict[str, str] = {}  # local def -> upstream module/object it returns
         self.calls: list[CallSite] = []
         self.local_patches: list[tuple[int, Local]] = []  # ref idx -> its local replacement
+        # (local name, upstream binding) -> first line of the ``try`` body that binds it
+        # when an ``except ImportError`` handler binds the same name too
+        self.import_fallbacks: dict[tuple[str, str], int] = {}
+        # (target, line) of a use through such a name -> that ``try`` body's line
+        self.uses_behind_fallback: dict[tuple[str, int], int] = {}
         self.patch_values: list[tuple[int, str]] = []
         self.skip_calls: set[int] = set()
         self.decorator_calls: set[int] = set()

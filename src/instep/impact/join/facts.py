@@ -200,9 +200,14 @@ def _registration_interplay(
     * ``whole_upstream_table``: upstream added or removed a whole op table (a module-level
       dict/list/set of ops that is no known registry) that the downstream does not write;
     * ``decomposition_meets_fallback``: upstream now decomposes the op and the downstream
-      calls ``make_fallback`` on it without ``override_decomp``: upstream make_fallback
-      raises "both a fallback and a decomp for same op" when the decomposition is in
+      calls ``make_fallback`` on one of its overloads (``aten.x.default``) without
+      ``override_decomp``: upstream make_fallback asserts ``op not in decompositions``
+      and raises "both a fallback and a decomp for same op" when the decomposition is in
       Inductor's table;
+    * ``decomposition_meets_packet_fallback``: the same with the packet (``aten.x``): the
+      table is keyed by overloads, so the assert cannot fire (make_fallback raises only
+      under the ``CI`` environment variable), but the decomposition now runs before the
+      fallback is reached;
     * ``decomposition_bypasses_lowering``: upstream now decomposes the op that the
       downstream lowers: the decomposition runs first, the lowering may no longer be
       reached;
@@ -236,7 +241,11 @@ def _registration_interplay(
     if decomposes(new) and not decomposes(old):
         if registrar in FALLBACK_CALLS:
             if f"[{OVERRIDE_DECOMP}]" not in r.detail:
-                facts.add("decomposition_meets_fallback")
+                facts.add(
+                    "decomposition_meets_fallback"
+                    if overload
+                    else "decomposition_meets_packet_fallback"
+                )
         elif lowers:
             facts.add("decomposition_bypasses_lowering")
     elif decomposes(old) and not decomposes(new) and lowers:
