@@ -288,6 +288,7 @@ def test_hop_couplings(report):
     # one per file: the changed cond_autograd reaches the downstream cond lowering; the
     # changed while_loop and the unchanged scan reach nothing
     assert got == {("cond_autograd", "32"): ("Test", "hop.implementation_changed")}
-    assert "the HOP 'cond' is implemented in torch/_higher_order_ops/cond.py" in (
-        _couplings(report, "higher_order_op")[("cond_autograd", "32")][2]
+    assert (
+        "the HOP 'cond' is implemented in torch/_higher_order_ops/cond.py"
+        in (_couplings(report, "higher_order_op")[("cond_autograd", "32")][2])
     )

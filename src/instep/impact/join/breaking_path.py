@@ -242,15 +242,20 @@ class UpstreamCalls:
         exists too (a call of the name could then go there)."""
         key = ("<definers>", name, ())
         if key not in self._memo:
-            needle = re.compile(rb"\b(def\s+" + re.escape(name.encode()) + rb"\s*\(|"
-                                + re.escape(name.encode()) + rb"\s*=)")
+            needle = re.compile(
+                rb"\b(def\s+"
+                + re.escape(name.encode())
+                + rb"\s*\(|"
+                + re.escape(name.encode())
+                + rb"\s*=)"
+            )
             raw = name.encode()
             found: set[tuple[str, str]] | None = set()
             for p, t in self._all_texts().items():
                 if raw not in t or not needle.search(t):
                     continue
                 idx = resolver.index(module_of(p))
-                for q, sym in (idx.symbols.items() if idx is not None else ()):
+                for q, sym in idx.symbols.items() if idx is not None else ():
                     if q.rsplit(".", 1)[-1] != name:
                         continue
                     if sym.kind is SymbolKind.METHOD:
