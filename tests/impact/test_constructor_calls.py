@@ -224,6 +224,7 @@ class A:
     y: str = "a"
     z: list = field(default_factory=list)
     w: int = field(default=3)
+    f: int = field(default_factory=lambda: 0)
     c: ClassVar[int] = 1
     plain = 2
     i: InitVar[int] = 0
@@ -267,6 +268,10 @@ def test_the_synthesised_init_has_the_signature_python_gives_it():
         got = [(p.name, p.kind.name == "KEYWORD_ONLY", p.default is p.empty) for p in ours.values()]
         assert got == want, name
     assert dataclasses.is_dataclass(scope["B"])
+    assert idx.symbols["A.__init__"].signature == (
+        "self, x: int, y: str = 'a', z: list = list(), w: int = 3, f: int = (lambda: 0)(), "
+        "i: InitVar[int] = 0"
+    )
 
 
 def test_no_init_is_synthesised_where_python_would_not_or_the_fields_are_not_known():

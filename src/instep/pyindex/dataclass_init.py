@@ -116,7 +116,8 @@ def _own_fields(cls: Symbol, members: list[Symbol], kw_only_all: bool) -> list[_
             if given is not None:
                 default = ast.unparse(given)
             elif factory is not None:
-                default = f"{ast.unparse(factory)}()"
+                shown = ast.unparse(factory)
+                default = f"({shown})()" if isinstance(factory, ast.Lambda) else f"{shown}()"
             flag = _keyword(value, "kw_only")
             if flag is not None:
                 field_kw_only = _is_true(flag)
