@@ -150,9 +150,7 @@ def test_a_dataclass_field_without_default_breaks_a_positional_construction(doc)
     # the change is the synthesised __init__'s signature, old -> new
     unit = next(u for u in doc["units"] if u["pr"] == 11)
     change = next(x for x in unit["changes"] if x["symbol"].endswith("::Spec.__init__"))
-    assert change["detail"] == (
-        "signature: (self, name: str, size: int) -> (self, name: str, layout: str, size: int)"
-    )
+    assert change["detail"] == ("signature: (self, name, size) -> (self, name, layout, size)")
 
 
 def test_fields_appended_with_defaults_break_nothing(doc):
@@ -269,8 +267,7 @@ def test_the_synthesised_init_has_the_signature_python_gives_it():
         assert got == want, name
     assert dataclasses.is_dataclass(scope["B"])
     assert idx.symbols["A.__init__"].signature == (
-        "self, x: int, y: str = 'a', z: list = list(), w: int = 3, f: int = (lambda: 0)(), "
-        "i: InitVar[int] = 0"
+        "self, x, y='a', z=list(), w=3, f=(lambda: 0)(), i=0"
     )
 
 

@@ -19,7 +19,9 @@ one, so that the signature machinery (``pyindex.signatures``) and the symbol dif
 Bases are resolved in the same file only: a base defined elsewhere (which may carry
 fields) gives no symbol rather than a wrong one, except bases known to carry none
 (``object``, ``Generic[...]``, ``Protocol``, ``ABC``). The body hash is a constant: the
-synthesised body changes only with the signature. Nothing here parses source text.
+synthesised body changes only with the signature, and the signature leaves the field
+annotations out: they change no binding, and the class attribute's own change reports
+them. Nothing here parses source text.
 """
 
 from __future__ import annotations
@@ -183,7 +185,7 @@ class _Classes:
 
 def _signature(fields: list[_Field]) -> str:
     def param(f: _Field) -> str:
-        return f"{f.name}: {f.annotation}" + (f" = {f.default}" if f.default is not None else "")
+        return f.name + (f"={f.default}" if f.default is not None else "")
 
     positional = [param(f) for f in fields if not f.kw_only]
     keyword = [param(f) for f in fields if f.kw_only]
