@@ -170,7 +170,7 @@ def _verdicts(doc: dict) -> dict[tuple[str, int], tuple[str, str, str, str]]:
 def test_a_call_the_new_signature_rejects_is_shim(doc):
     got, unit = _verdicts(doc)
     assert got[("pad", "return pad(x, 2)")] == ("Shim", "high", "yes", "signature.call_breaks")
-    assert got[("Buf.__init__", 'return Buf("buf0")')][3] == "signature.call_breaks"
+    assert got[("Buf.__init__", 'return Buf("buf0")')][3] == "constructor.call_breaks"
     assert unit["action"] == "Shim"
     breaks = next(
         c

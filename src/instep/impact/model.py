@@ -175,7 +175,8 @@ class Reference:
     # import_use: how the place calls the target (signatures.call_shape, one per distinct
     # call; () when it never calls it; None when it also uses it otherwise, e.g. passes it
     # on, so its callers are elsewhere). A use covers its enclosing def, an import line
-    # the whole file.
+    # the whole file. subclass_override of a method: its super().<method>(...) calls
+    # (None when there is none).
     call_shapes: tuple[str, ...] | None = None
     # op_schema / higher_order_op: the name is evaluated when the module is imported
     # (module or class level, a decorator of such a def): a missing overload stops the load

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import Any
 
+from instep.pyindex.dataclass_init import dataclass_inits
 from instep.pyindex.model import Registration, Symbol, SymbolKind, module_of
 from instep.pyindex.registrations import (
     dotted_name,
@@ -48,7 +49,7 @@ from instep.pyindex.unparse import unparse
 log = logging.getLogger(__name__)
 
 # Bump when the shape or the meaning of a FileIndex changes (cache namespaces carry it).
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3  # 3: the __init__ that @dataclass synthesises (pyindex.dataclass_init)
 
 VALUE_DISPLAY_CHARS = 300  # Symbol.value is truncated for display; the hash sees all of it
 BLOCK_NAME_CHARS = 80
@@ -700,6 +701,8 @@ def _assemble(path: str, chunks: list[Chunk], units: list[Unit] | None = None) -
             symbols[sym.qualname] = sym
         imports.update(chunk.imports)
         registrations.extend(chunk.registrations)
+    for sym in dataclass_inits(symbols):  # derived from the whole file: in no chunk
+        symbols[sym.qualname] = sym
     return FileIndex(path, symbols, imports, registrations, chunks=chunks, units=units or [])
 
 

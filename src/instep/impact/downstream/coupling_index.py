@@ -58,10 +58,11 @@ from instep.pyindex.registrations import (
     overrides_decomposition,
     registrations_of_call,
 )
+from instep.pyindex.signatures import call_shape
 
 log = logging.getLogger(__name__)
 
-FORMAT = "coupling-index-v8"  # bump when any cached class changes shape
+FORMAT = "coupling-index-v9"  # bump when any cached class changes shape
 MAX_FILE_BYTES = 8 * 1024 * 1024
 
 
@@ -172,6 +173,7 @@ class _Visitor(ImportUses, CShimNames, Definitions, Monkeypatches):
             and self.frames
         ):
             self.frames[-1].super_calls.add(func.attr)
+            self.frames[-1].super_call_shapes.add((func.attr, call_shape(node)))
         is_dec = id(node) in self.decorator_calls
         if id(node) not in self.skip_calls and not is_dec:
             fn_arg = None  # register_lowering(aten.x)(fn): the registered def

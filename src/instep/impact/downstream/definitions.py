@@ -102,6 +102,7 @@ class Definitions(RegistrationSites, PatchHelpers):
             line_snippet(self.lines, start),
             frozenset(frame.upstream_calls),
             frozenset(frame.super_calls),
+            tuple(sorted(frame.super_call_shapes)),
         )
 
     def v_ClassDef(self, node: ast.ClassDef) -> None:

@@ -28,6 +28,8 @@ class DownstreamFunction:
     snippet: str = ""
     upstream_calls: frozenset[str] = frozenset()  # upstream dotted names it calls
     super_calls: frozenset[str] = frozenset()  # method names called as super().name
+    # (method name, signatures.call_shape) of each distinct super().name(...) call
+    super_call_shapes: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass

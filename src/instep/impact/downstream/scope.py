@@ -91,6 +91,7 @@ class Frame:
     derived: dict[str, set[str]] = field(default_factory=dict)  # local -> params it uses
     upstream_calls: set[str] = field(default_factory=set)
     super_calls: set[str] = field(default_factory=set)
+    super_call_shapes: set[tuple[str, str]] = field(default_factory=set)  # (name, shape)
     helper: HelperSpec | None = None
     returns: str | None = None  # upstream dotted it returns (`return inductor_lowering`)
 

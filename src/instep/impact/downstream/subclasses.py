@@ -71,6 +71,8 @@ def subclass_refs(
                 body_hash=fn.body_hash,
                 calls_original=calls_orig,
                 gate=gate_of(fn.line),
+                # how it calls the member it overrides through super(): constructor facts
+                call_shapes=tuple(s for m, s in fn.super_call_shapes if m == name) or None,
             )
         )
     return out

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from instep.impact.join.constructor_calls import constructor_facts
 from instep.impact.model import ChangeKind, CouplingKind, Reference, SymbolChange
 from instep.impact.upstream.call_paths import CONSTRUCTION
 from instep.pyindex.model import SymbolKind
@@ -88,6 +89,10 @@ def facts_for(
             problems = broken
         elif fit:
             facts.add("calls_fit")
+    ctor, ctor_problems = constructor_facts(change, ref, kind, frozenset(facts))
+    if ctor_problems:
+        problems = ctor_problems
+    facts |= ctor
     if (
         kind is CouplingKind.IMPORT_USE
         and ref.owner is None

@@ -54,7 +54,7 @@ _RANK = {
 }
 _CALLABLES = (SymbolKind.FUNCTION, SymbolKind.METHOD)
 _VALUES = (SymbolKind.ASSIGNMENT, SymbolKind.CLASS_ATTRIBUTE)
-DIFF_FORMAT_VERSION = 3  # bump when what a diff reports changes (cached FileDiffs carry it)
+DIFF_FORMAT_VERSION = 4  # bump when what a diff reports changes (4: dataclass __init__)
 DETAIL_VALUE_CHARS = 120
 MIN_RENAME_LINES = 3  # a function must span this many lines to be matched by body alone
 
