@@ -146,6 +146,8 @@ register_kernel("npu2", NPUKernel2)
 """
 
 DOWN_GRID = """\
+import dataclasses
+
 from torch._inductor.grid import GridExpr, TritonKernel, register_grid
 
 
@@ -155,6 +157,17 @@ class GridNpu(GridExpr):
 
 
 class FixedGridNpu(GridNpu):
+    def generate(self, meta):
+        return meta
+
+
+@dataclasses.dataclass
+class PrecomputedGridNpu(GridNpu):
+    def generate(self, meta):
+        return meta
+
+
+class DottedGrid(GridExpr):
     def generate(self, meta):
         return meta
 
@@ -181,6 +194,8 @@ class NPUTritonKernel(TritonKernel):
 
 
 FIXED = {"grid_type": FixedGridNpu.__name__}
+PRECOMPUTED = {"grid_type": "PrecomputedGridNpu"}
+ENTRY_POINT = "torch_npu._inductor.grid.DottedGrid"
 register_grid(HandedGrid)
 """
 
@@ -260,7 +275,7 @@ def test_a_lowering_parameter_in_the_schema_stays_shim(couplings):
     assert "implicit" in " ".join(c["problems"])
 
 
-@pytest.mark.parametrize("owner", ["GridNpu", "FixedGridNpu"])
+@pytest.mark.parametrize("owner", ["GridNpu", "FixedGridNpu", "PrecomputedGridNpu"])
 def test_a_subclass_built_only_downstream_is_not_reached(couplings, owner):
     c = couplings[f"GridExpr.generate@{owner}.generate"]
     assert (c["action"], c["rule"]) == ("Test", "signature.no_breaking_call"), c["evidence"]
@@ -269,8 +284,9 @@ def test_a_subclass_built_only_downstream_is_not_reached(couplings, owner):
     assert "torch/_inductor/grid.py:6" in c["evidence"]
 
 
-def test_a_subclass_handed_to_upstream_stays_shim(couplings):
-    c = couplings["GridExpr.generate@HandedGrid.generate"]
+@pytest.mark.parametrize("owner", ["HandedGrid", "DottedGrid"])
+def test_a_subclass_handed_to_upstream_or_named_by_path_stays_shim(couplings, owner):
+    c = couplings[f"GridExpr.generate@{owner}.generate"]
     assert (c["action"], c["rule"]) == ("Shim", "signature.replacement_breaks")
     assert "`GridExpr.generate_lazy`" in c["evidence"]
 

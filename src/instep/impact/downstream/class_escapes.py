@@ -17,8 +17,11 @@ by name) and says it is kept downstream when each one is:
   own module);
 
 and no method of those classes passes ``self`` on (an argument, a return, a store). A
-class the downstream never names outside its ``class`` statements is not judged (it may
-be built from a name in a configuration or an entry point).
+string equal to the class's bare name counts as a mention (a downstream module looks it up
+in its own namespace: ``globals()[meta["grid_type"]]``); a dotted path ending in it
+(``"pkg.mod.D"``) lets it escape, since any importer may load it. A class the downstream
+never names outside its ``class`` statements is not judged (it may be built from a name
+in a configuration or an entry point).
 Anything else (the class passed to a registrar, stored in a table or an upstream
 attribute, an instance handed to a call) lets it escape: the answer is None, and the
 breaking-path search goes on as before. Static and by name only: a dynamic construction
@@ -205,6 +208,12 @@ class ClassEscapes:
                 return None
             tree, parents = got
             for node in ast.walk(tree):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    if node.value in names:
+                        mentions += 1  # looked up by its bare name: in a downstream module
+                    elif "." in node.value and node.value.rsplit(".", 1)[-1] in names:
+                        return None  # a dotted path: anything may import it
+                    continue
                 if isinstance(node, ast.ClassDef) and node.name in names:
                     if self._self_passed(node, parents):
                         return None
