@@ -495,15 +495,15 @@ def _reaches(site: CallSite, ctx: _Context) -> tuple[bool | None, str]:
     else:
         expr = site.receiver
     target = _resolve_expr(site, expr, ctx)
+    found = ctx.resolver.class_of(target) if target is not None else None  # type: ignore[attr-defined]
+    kept = _kept_downstream(None, ctx) if found is None else ""
+    if kept:  # whatever the receiver is, upstream never holds the downstream class
+        return False, f"receiver `{expr}` is never {_who(ctx)}: {kept}"
     if target is None:
         only = _only_in_hierarchy(ctx) if ctx.member != "__init__" else None
-        kept = _kept_downstream(None, ctx) if only else ""
-        if kept:
-            return False, f"receiver `{expr}` is never {_who(ctx)}: {kept}"
         if only:
             return True, f"receiver `{expr}` is not typed, but {only}"
         return None, f"receiver `{expr}` not resolved (dynamic dispatch)"
-    found = ctx.resolver.class_of(target)  # type: ignore[attr-defined]
     if found is None:
         return None, f"receiver `{expr}` is not a class read statically"
     if ctx.kind is CouplingKind.SUBCLASS_OVERRIDE:
