@@ -5,8 +5,9 @@ is opened from ``file://`` in a 1,024 and a 1,400 px window: nothing wider than 
 (a coupled line with an unbroken 400-character token included), Shim first, no console
 error and no request leaving the page; the action, coupling-kind and search filters change
 which units show and live in the URL's hash (a page opened with a hash starts filtered);
-a column header sorts, and the sort order is in the hash too; a unit's row opens its
-couplings; a downstream snippet holding ``<script>`` shows as text (no dialog opens).
+a column header sorts, and the sort order is in the hash too; the table draws one page
+of rows, its page and page size in the hash; a unit's row opens its couplings; a
+downstream snippet holding ``<script>`` shows as text (no dialog opens).
 Skipped without Chromium or playwright unless ``INSTEP_REQUIRE_BROWSER=1`` (CI) makes that
 a failure.
 """
@@ -157,5 +158,23 @@ def _filters_and_sorting(page, page_path: Path) -> None:
     )
     assert not page.locator("#f-action input[value='Shim']").is_checked()
     assert page.locator("#units th[data-key='id']").get_attribute("aria-sort") == "descending"
+    _paging(page, page_path, len(ids))
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "impact-page.png"), full_page=False)
+
+
+def _paging(page, page_path: Path, total: int) -> None:
+    """The table draws one page of rows; page and page size live in the hash."""
+    units = page.locator("#rows tr.unit")
+    page.goto(page_path.as_uri() + "#sort=id&dir=asc&per=2")
+    first = [units.nth(i).get_attribute("data-id") for i in range(units.count())]
+    assert len(first) == 2 and page.locator("#page").inner_text() == f"1–2 / {total}"
+    assert page.locator("#prev").is_disabled() and not page.locator("#next").is_disabled()
+    page.locator("#next").click()
+    second = [units.nth(i).get_attribute("data-id") for i in range(units.count())]
+    assert len(second) == 2 and not set(first) & set(second)
+    assert "page=2" in page.evaluate("location.hash")
+    # a filter starts again at page 1
+    page.fill("#q", "expand")
+    assert "page=" not in page.evaluate("location.hash")
+    assert page.locator("#page").inner_text().startswith("1–")

@@ -22,10 +22,12 @@ from pathlib import Path
 from typing import TypeVar
 
 from instep.errors import BadInput
+from instep.impact.downstream.class_escapes import ClassEscapes
 from instep.impact.downstream.wholesale import find_swaps
 from instep.impact.join.breaking_path import UpstreamCalls
 from instep.impact.join.fork_search import ForkSearch
 from instep.impact.join.matchers import Join
+from instep.impact.join.op_arguments import OpArguments
 from instep.impact.join.op_couplings import OpCouplings
 from instep.impact.join.test_suggestions import DownstreamTests, suggested_tests
 from instep.impact.join.verdicts import judge_unit
@@ -432,6 +434,8 @@ class _Analysis:
         join = Join(units, self.resolver(), down.roots, self.new_version, self._names_in, calls)
         snap = self._downstream_snapshot()
         join.swaps = tuple(find_swaps(snap.paths(), snap.read, join.resolver.module_paths))
+        join.op_arguments = OpArguments(self.new.paths(), self.new.read)
+        join.escapes = ClassEscapes(snap.paths(), snap.read, calls.texts)
         # fork detection reads only the changes and the downstream functions: it runs in a
         # forked child while this process matches the references
         search = ForkSearch(self.jobs, self.cache_root, self._lines_of)

@@ -2,9 +2,11 @@
 already adapted and the summary by stage rendered in the page; then a sortable, filterable
 table of the units whose filters and sort order live in the URL's hash.
 
-The table's data travels as compact JSON inside the page (repeated names interned, only
-the fields the page shows) and is rendered with ``textContent`` only, so text from the
-analysed code can never become markup. The page lists the units with couplings, every
+The table's data travels as compact JSON inside the page (repeated names, details and
+code lines interned, only the fields the page shows) and is rendered with ``textContent``
+only, so text from the analysed code can never become markup. The table draws one page of
+rows at a time (page and page size in the hash, like the filters), a unit's couplings
+only when its row is opened. The page lists the units with couplings, every
 unit with ``all_units`` (``--all``); the JSON export keeps every field of every unit.
 """
 
@@ -30,6 +32,7 @@ from instep.impact.model import Impact, ImpactReport
 
 RATIONALE_CHARS = 400  # rationale kept per unit (the JSON export has it whole)
 TEXT_CHARS = 200  # a coupling's detail and snippet
+PER_PAGE = 100  # table rows drawn at once; the URL's hash may ask for another (``per=``)
 
 
 def _script_json(data: object) -> str:
@@ -96,15 +99,15 @@ def table_data(report: ImpactReport, all_units: bool, lang: str) -> dict[str, An
                         int(c.downstream.rsplit(":", 1)[1] or 0),
                         s(c.upstream),
                         s(c.rule),
-                        _cut(c.detail, TEXT_CHARS),
-                        _cut(c.snippet.strip(), TEXT_CHARS),
+                        s(_cut(c.detail, TEXT_CHARS)),
+                        s(_cut(c.snippet.strip(), TEXT_CHARS)),
                     ]
                     for c in sorted(u.couplings, key=lambda c: -c.action.rank)
                 ],
                 [[s(c.ref), str(c.kind)] for c in ch.changes],
             ]
         )
-    return {"strings": s.table, "units": rows, "total": len(report.units)}
+    return {"strings": s.table, "units": rows, "total": len(report.units), "per_page": PER_PAGE}
 
 
 def render_html(report: ImpactReport, all_units: bool = False) -> str:

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
+from instep.impact.downstream.class_escapes import ClassEscapes
 from instep.impact.downstream.wholesale import Swap
 from instep.impact.join import call_conditions
 from instep.impact.model import ChangeKind, CouplingKind, Reference, SymbolChange
@@ -227,6 +228,10 @@ class UpstreamCalls:
             self._texts = texts
         return self._texts
 
+    def texts(self) -> dict[str, bytes]:
+        """The new upstream's Python files that have text, by path."""
+        return self._all_texts()
+
     def _tree(self, path: str) -> ast.Module | None:
         if path not in self._trees:
             try:
@@ -311,6 +316,7 @@ class _Context:
     patched: dict[str, str]  # upstream dotted name -> downstream place that replaces it
     swaps: tuple[Swap, ...] = ()  # upstream modules the downstream swaps wholesale
     calls: UpstreamCalls | None = None
+    escapes: ClassEscapes | None = None  # where downstream classes leave downstream code
 
     @property
     def method(self) -> bool:
@@ -342,14 +348,22 @@ def _breaks_shape(site: CallSite, ctx: _Context) -> bool | None:
     rp = parse_params(rep)
     if rp is None:
         return False
+    old = ctx.change.old.signature if ctx.change.old else None
     got_rep = call_problems(site.shape, rep, method=ctx.method)
     got_new = call_problems(site.shape, new, method=ctx.method)
     if got_rep is None or got_new is None:  # *args / **kwargs: the named keywords still tell
         np = parse_params(new)
+        op = parse_params(old) if old else None
         accepts_new = np is not None and (np.varkw or set(site.keywords) <= np.names)
         rejected = [k for k in site.keywords if k not in rp.names] if not rp.varkw else []
+        if op is not None and not op.varkw:  # the new shape: a keyword the old one lacked
+            rejected = [k for k in rejected if k not in op.names]
         return True if (rejected and accepts_new) else None
-    return got_new == [] and got_rep != []
+    if got_new != [] or got_rep == []:
+        return False
+    # the new argument shape: a call the old upstream signature bound as well broke the
+    # replacement before the change too (it is no breaking path of this change)
+    return old is None or call_problems(site.shape, old, method=ctx.method) != []
 
 
 def _resolve_expr(site: CallSite, expr: str | None, ctx: _Context) -> str | None:
@@ -460,6 +474,9 @@ def _reaches(site: CallSite, ctx: _Context) -> tuple[bool | None, str]:
         if site_cls is None:
             return None, "no enclosing class"
         if site_cls in ancestors:
+            kept = _kept_downstream(site, ctx)
+            if kept:
+                return False, kept
             recv = site.receiver or "cls"
             return True, f"`{recv}` in `{site.caller}`, which {_who(ctx)} inherits"
         below = ctx.resolver.ancestors(*site_cls)  # type: ignore[attr-defined]
@@ -478,12 +495,15 @@ def _reaches(site: CallSite, ctx: _Context) -> tuple[bool | None, str]:
     else:
         expr = site.receiver
     target = _resolve_expr(site, expr, ctx)
+    found = ctx.resolver.class_of(target) if target is not None else None  # type: ignore[attr-defined]
+    kept = _kept_downstream(None, ctx) if found is None else ""
+    if kept:  # whatever the receiver is, upstream never holds the downstream class
+        return False, f"receiver `{expr}` is never {_who(ctx)}: {kept}"
     if target is None:
         only = _only_in_hierarchy(ctx) if ctx.member != "__init__" else None
         if only:
             return True, f"receiver `{expr}` is not typed, but {only}"
         return None, f"receiver `{expr}` not resolved (dynamic dispatch)"
-    found = ctx.resolver.class_of(target)  # type: ignore[attr-defined]
     if found is None:
         return None, f"receiver `{expr}` is not a class read statically"
     if ctx.kind is CouplingKind.SUBCLASS_OVERRIDE:
@@ -536,6 +556,38 @@ def _only_in_hierarchy(ctx: _Context) -> str | None:
     )
 
 
+def _kept_downstream(site: CallSite | None, ctx: _Context) -> str:
+    """Why an upstream call cannot run on the downstream class's instances, or '': the
+    class never leaves downstream code (:mod:`~instep.impact.downstream.class_escapes`)
+    and, for a call in an inherited method (``site``), the downstream never names that
+    method nor any upstream method of the hierarchy that calls it through ``self``."""
+    owner = ctx.owner_cls
+    if ctx.escapes is None or owner is None or ctx.kind is not CouplingKind.SUBCLASS_OVERRIDE:
+        return ""
+    kept = ctx.escapes.kept_downstream(owner)
+    if not kept or site is None:
+        return kept or ""
+    if site.caller is None or site.nested:
+        return ""
+    callers = {site.caller.rsplit(".", 1)[-1]}
+    ancestors = list(ctx.resolver.ancestors(*ctx.cls)) if ctx.cls else []  # type: ignore[attr-defined]
+    for _ in range(LIVENESS_DEPTH):
+        more = set(callers)
+        for amod, aqual in ancestors:
+            idx = ctx.resolver.index(amod)  # type: ignore[attr-defined]
+            for q, sym in idx.symbols.items() if idx is not None else ():
+                direct = q.startswith(aqual + ".") and q.count(".") == aqual.count(".") + 1
+                if direct and any(f"self.{c}" in sym.calls for c in callers):
+                    more.add(q.rsplit(".", 1)[-1])
+        if more == callers:
+            break
+        callers = more
+    if any(c.startswith("__") or ctx.escapes.named(c) for c in callers):
+        return ""  # a dunder runs on construction or protocol use; a named one may be called
+    names = ", ".join(f"`{c}`" for c in sorted(callers))
+    return f"{kept}, and the downstream never calls {names} on it"
+
+
 def _who(ctx: _Context) -> str:
     return ctx.owner_cls or "the downstream class"
 
@@ -582,10 +634,11 @@ def search(
     overridden: set[tuple[str, str, str]],
     patched: dict[str, str],
     swaps: tuple[Swap, ...] = (),
+    escapes: ClassEscapes | None = None,
 ) -> PathVerdict:
     """Is there a new-upstream call that passes the new argument shape to ``ref``'s
     replacement of ``change``? The text quotes it, or says why none was found."""
-    ctx = _Context(change, ref, kind, resolver, overridden, patched, swaps, calls)
+    ctx = _Context(change, ref, kind, resolver, overridden, patched, swaps, calls, escapes)
     new_params = _new_parameters(change)
     what = ", ".join(f"`{p}`" for p in new_params) or "the new argument shape"
     shaped = [

@@ -125,6 +125,8 @@ class Join:
         self.overridden_in: set[tuple[str, str, str]] = set()  # (file, class, member)
         self.patched: dict[str, str] = {}  # upstream dotted name -> downstream patch site
         self.swaps: tuple = ()  # downstream/wholesale.Swap: modules swapped wholesale
+        self.op_arguments = None  # join/op_arguments.OpArguments of the new upstream
+        self.escapes = None  # downstream/class_escapes.ClassEscapes of the downstream tree
         self.reach_memo: dict[str, dict[str, list[str]]] = {}
 
     def add(
@@ -137,6 +139,7 @@ class Join:
         detail: str = "",
         extra: frozenset[str] = frozenset(),
         per_file: bool = False,
+        evidence: str = "",
     ) -> None:
         k = kind or ref.kind
         if ref.gate is not None and ref.gate.requires and self.dead_fallback(ref.gate):
@@ -146,7 +149,6 @@ class Join:
         key = (k, change.ref, ref.path, line)
         if key in self.out[i]:
             return
-        evidence = ""
         if self.calls is not None and breaking_path.needs_search(change, ref, k):
             path = breaking_path.search(
                 self.calls,
@@ -157,6 +159,7 @@ class Join:
                 self.overridden_in,
                 self.patched,
                 self.swaps,
+                self.escapes,
             )
             extra, evidence = extra | {path.kind.value}, path.text
         self.out[i][key] = decide(
@@ -201,7 +204,19 @@ class Join:
                 continue
             same, facts = registration_facts(c, r)
             ref = r if same else dataclasses.replace(r, signature=None, body_hash=None)
-            self.add(i, c, ref, CouplingKind.REGISTRATION, detail=r.detail or r.target, extra=facts)
+            why = ""
+            if same and self.op_arguments is not None:
+                not_arg, why = self.op_arguments.judge(c, ref)
+                facts |= not_arg
+            self.add(
+                i,
+                c,
+                ref,
+                CouplingKind.REGISTRATION,
+                detail=r.detail or r.target,
+                extra=facts,
+                evidence=why,
+            )
 
     def by_name(self, r: Reference, target: str) -> None:
         """The exact upstream name (resolved through re-exports; a rename's old name too)."""
