@@ -24,6 +24,7 @@ from typing import TypeVar
 from instep.errors import BadInput
 from instep.impact.join.breaking_path import UpstreamCalls
 from instep.impact.join.fork_search import ForkSearch
+from instep.impact.join.hook_names import HookNames
 from instep.impact.join.matchers import Join
 from instep.impact.join.op_couplings import OpCouplings
 from instep.impact.join.test_suggestions import DownstreamTests, suggested_tests
@@ -395,6 +396,9 @@ class _Analysis:
         self.stats["downstream_references"] = len(refs)
         join.references(refs)
         OpCouplings(join, units, self._lines_of).match(refs)
+        self.stats["hook_name_couplings"] = HookNames(
+            join, units, self._lines_of, down, calls
+        ).match()
         self.stats["fork_references"] = join.forks(fork_refs_of())
         return join.couplings()
 
