@@ -23,6 +23,7 @@ from typing import TypeVar
 
 from instep.errors import BadInput
 from instep.impact.join.breaking_path import UpstreamCalls
+from instep.impact.join.fork_gaps import ForkGaps
 from instep.impact.join.fork_search import ForkSearch
 from instep.impact.join.hook_names import HookNames
 from instep.impact.join.matchers import Join
@@ -401,7 +402,9 @@ class _Analysis:
         self.stats["hook_name_couplings"] = HookNames(
             join, units, self._lines_of, down, calls
         ).match()
-        self.stats["fork_references"] = join.forks(fork_refs_of())
+        fork_refs = fork_refs_of()
+        self.stats["fork_references"] = join.forks(fork_refs)
+        self.stats["fork_gap_couplings"] = ForkGaps(join, units, down, calls).match(fork_refs, refs)
         return join.couplings()
 
     def _probes(self) -> ProbeOutcomes:
