@@ -182,6 +182,7 @@ class HookNames:
         self.handles = {k: tuple(v.rsplit(".", 1)) for k, v in load_handles().items()}
         self._texts: dict[str, ast.Module | None] = {}
         self._site_memo: dict[tuple[str, str], dict[str, str | None]] = {}
+        self._file_reads: dict[tuple[str, str], tuple[str, list, list]] = {}
 
     # -- the downstream side ---------------------------------------------------------
 
@@ -354,17 +355,27 @@ class HookNames:
         old_lines, new_lines = self.lines_of(u, c)
         if new_lines is None:
             return
-        new_src = "\n".join(new_lines)
-        if "getattr(" not in new_src and "hasattr(" not in new_src:
-            return
-        new = _reads_in(c.path, new_src)
+        memo_key = (u.id, c.path)
+        if memo_key not in self._file_reads:
+            new_src = "\n".join(new_lines)
+            if "getattr(" not in new_src and "hasattr(" not in new_src:
+                self._file_reads[memo_key] = ("", [], [])
+            else:
+                old_src = "\n".join(old_lines) if old_lines is not None else ""
+                self._file_reads[memo_key] = (
+                    new_src,
+                    _reads_in(c.path, new_src),
+                    _reads_in(c.path, old_src) if "attr(" in old_src else [],
+                )
+        new_src, new_all, old_all = self._file_reads[memo_key]
+        new = list(new_all)
         if not new:
             return
         new.sort(key=lambda nr: nr[1].how != "getattr")  # one coupling per place: worst first
         span = (c.new.line, c.new.end_line)
         old_keys: set[tuple[str, str]] = set()
-        if old_lines is not None and c.old is not None:
-            for name, r in _reads_in(c.path, "\n".join(old_lines)):
+        if c.old is not None:
+            for name, r in old_all:
                 line = int(r.at.rsplit(":", 1)[1])
                 if c.old.line <= line <= c.old.end_line:
                     old_keys.add((name, r.receiver))
