@@ -43,6 +43,8 @@ UpClass = tuple[str, str]  # (module, class qualname) in the new upstream
 _SELF = frozenset({"self", "cls", "type(self)", "self.__class__"})
 _ARGS = re.compile(r"\((?:[^()]|\([^()]*\))*\)")
 _MAX_SITES = 200
+# a string read as text: (receiver, name); only files with a new one are parsed
+_TEXT_READ = re.compile(r"""\b(?:get|has)attr\(\s*([\w.()]+?)\s*,\s*["'](\w+)["']""")
 
 
 def load_handles() -> dict[str, str]:
@@ -76,7 +78,7 @@ class _Reads(ast.NodeVisitor):
     """getattr/hasattr reads with a literal name, and calls of ``.name(...)``, each with
     its enclosing class, def and innermost ``if`` test inside that def."""
 
-    def __init__(self, path: str, call_names: frozenset[str] = frozenset()) -> None:
+    def __init__(self, path: str, call_names: frozenset[str] | None = frozenset()) -> None:
         self.path = path
         self.call_names = call_names
         self.classes: list[str] = []
@@ -125,7 +127,9 @@ class _Reads(ast.NodeVisitor):
         ):
             how = f.id if f.id == "hasattr" or len(node.args) == 2 else "getattr_default"
             self._add(node.args[1].value, node, ast.unparse(node.args[0]), how)
-        elif isinstance(f, ast.Attribute) and f.attr in self.call_names:
+        elif isinstance(f, ast.Attribute) and (
+            self.call_names is None or f.attr in self.call_names
+        ):
             self._add(f.attr, node, ast.unparse(f.value), "call")
         self.generic_visit(node)
 
@@ -181,7 +185,7 @@ class HookNames:
         self.calls = calls
         self.handles = {k: tuple(v.rsplit(".", 1)) for k, v in load_handles().items()}
         self._texts: dict[str, ast.Module | None] = {}
-        self._site_memo: dict[tuple[str, str], dict[str, str | None]] = {}
+        self._site_memo: dict[str, dict[tuple[str, str], str | None]] = {}
         self._file_reads: dict[tuple[str, str], tuple[str, list, list]] = {}
 
     # -- the downstream side ---------------------------------------------------------
@@ -279,6 +283,9 @@ class HookNames:
             return False, f"the default `{qual}.{member}` ({where}) does nothing"
         return False, f"the default `{qual}.{member}` ({where}) runs upstream's generic code"
 
+    def _plausible(self, receiver: str) -> bool:
+        return receiver in _SELF or _receiver_key(receiver) in self.handles
+
     def _receiver_class(self, read: Read, path: str) -> UpClass | None:
         if read.receiver in _SELF and read.cls:
             return module_of(path), read.cls
@@ -311,7 +318,7 @@ class HookNames:
         holders = subs.get((c.module, cls_q))
         if not holders:
             return
-        sites = self.calls.sites(member) if self.calls is not None else []
+        sites = None
         for info, defined, mro in holders:
             if member in defined:
                 continue  # added.collides decides that one
@@ -320,17 +327,18 @@ class HookNames:
                 continue
             (_, pqual), where = prov
             fails, default = self._default(where, pqual, member)
+            if sites is None:
+                sites = self.calls.sites(member) if self.calls is not None else []
             reads = [self._as_read(s) for s in sites[:_MAX_SITES]]
             reaching = [r for r in reads if self._reaches(r, mro, defined)]
             self._emit(i, c, info, member, fails, default, reaching, len(sites) > _MAX_SITES)
 
     def _as_read(self, site) -> Read:
-        key = (site.path, site.name)
-        if key not in self._site_memo:
+        if site.path not in self._site_memo:
             tree = self._tree(site.path)
-            found = _reads_in_tree(site.path, tree, site.name) if tree is not None else []
-            self._site_memo[key] = {r.at: r.condition for n, r in found if n == site.name}
-        cond = self._site_memo[key].get(site.at)
+            found = _reads_in_tree(site.path, tree, None) if tree is not None else []
+            self._site_memo[site.path] = {(n, r.at): r.condition for n, r in found}
+        cond = self._site_memo[site.path].get((site.name, site.at))
         return Read(
             site.at,
             f"{site.receiver}.{site.name}(…)",
@@ -358,7 +366,9 @@ class HookNames:
         memo_key = (u.id, c.path)
         if memo_key not in self._file_reads:
             new_src = "\n".join(new_lines)
-            if "getattr(" not in new_src and "hasattr(" not in new_src:
+            old_text = "\n".join(old_lines) if old_lines is not None else ""
+            fresh = set(_TEXT_READ.findall(new_src)) - set(_TEXT_READ.findall(old_text))
+            if not any(self._plausible(recv) for recv, _ in fresh):
                 self._file_reads[memo_key] = ("", [], [])
             else:
                 old_src = "\n".join(old_lines) if old_lines is not None else ""
@@ -446,7 +456,7 @@ class HookNames:
         )
 
 
-def _reads_in_tree(path: str, tree: ast.Module, name: str):
-    v = _Reads(path, frozenset({name}))
+def _reads_in_tree(path: str, tree: ast.Module, names: frozenset[str] | None):
+    v = _Reads(path, names)
     v.visit(tree)
     return v.out
