@@ -331,6 +331,8 @@ class HookNames:
                 sites = self.calls.sites(member) if self.calls is not None else []
             reads = [self._as_read(s) for s in sites[:_MAX_SITES]]
             reaching = [r for r in reads if self._reaches(r, mro, defined)]
+            if not fails and not reaching:
+                continue  # a usable default nothing reaches: nothing to test
             self._emit(i, c, info, member, fails, default, reaching, len(sites) > _MAX_SITES)
 
     def _as_read(self, site) -> Read:
