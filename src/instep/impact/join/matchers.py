@@ -126,6 +126,7 @@ class Join:
         self.patched: dict[str, str] = {}  # upstream dotted name -> downstream patch site
         self.swaps: tuple = ()  # downstream/wholesale.Swap: modules swapped wholesale
         self.reach_memo: dict[str, dict[str, list[str]]] = {}
+        self.probes = None  # join/probe_outcomes.ProbeOutcomes: decides source probes
 
     def add(
         self,
@@ -137,16 +138,18 @@ class Join:
         detail: str = "",
         extra: frozenset[str] = frozenset(),
         per_file: bool = False,
+        evidence: str = "",
     ) -> None:
         k = kind or ref.kind
         if ref.gate is not None and ref.gate.requires and self.dead_fallback(ref.gate):
             extra = extra | {"old_only"}
+        if ref.gate is not None and ref.gate.probe is not None and self.probes is not None:
+            extra = extra | self.probes.facts(ref.gate)
         per_file = per_file or k is CouplingKind.INHERITED_PATH
         line = None if per_file else ref.line  # indirect evidence: one per file is enough
         key = (k, change.ref, ref.path, line)
         if key in self.out[i]:
             return
-        evidence = ""
         if self.calls is not None and breaking_path.needs_search(change, ref, k):
             path = breaking_path.search(
                 self.calls,

@@ -1,0 +1,464 @@
+"""HOOK_NAME: a member that the new upstream reads from an object the backend provides,
+and that the backend's class does not define.
+
+Two shapes of the same coupling:
+
+- upstream *adds* a method ``m`` to a class ``C`` (``DeviceInterface``,
+  ``DeviceOpOverrides``, any upstream class a downstream class subclasses, through
+  downstream bases too) and the downstream subclass ``D`` defines no ``m``: ``D`` gets
+  whatever its upstream ancestors give, the new default of ``C`` (or an upstream subclass
+  in between, such as a CUDA one);
+- a changed upstream function *newly* reads a name by string from such an object:
+  ``getattr(obj, "_name")``, ``getattr(obj, "_name", None)``, ``hasattr(obj, "_name")``,
+  where ``obj`` is ``self``/``cls``/``type(self)`` of an upstream class, or a handle that
+  hands out the backend's object (``V.graph.device_ops``, ``get_interface_for_device(…)``:
+  ``data/backend_hooks.toml``), and neither ``D`` nor an upstream ancestor defines it.
+
+Facts for the rules (``hook.*`` in ``verdict_rules.toml``): ``hook_default_fails`` (the
+inherited default raises unconditionally or is CUDA-specific, or ``getattr`` has no
+default), ``hook_call_reaches`` (a new-upstream call or read reaches ``D`` outside any
+``if``), ``hook_call_conditional`` (every reaching call sits under an ``if``: the
+condition is quoted). The evidence names the read with ``file:line``, the downstream class
+with ``file:line`` and the default's behaviour. Nothing here picks a verdict.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+
+from instep.impact.join.breaking_path import UpstreamCalls
+from instep.impact.join.matchers import Join
+from instep.impact.model import ChangeKind, CouplingKind, Reference, SymbolChange, UpstreamChange
+from instep.pyindex.model import SymbolKind, module_of
+from instep.tomlfile import parse_toml
+
+Lines = Callable[[UpstreamChange, SymbolChange], tuple[list[str] | None, list[str] | None]]
+UpClass = tuple[str, str]  # (module, class qualname) in the new upstream
+
+_SELF = frozenset({"self", "cls", "type(self)", "self.__class__"})
+_ARGS = re.compile(r"\((?:[^()]|\([^()]*\))*\)")
+_MAX_SITES = 200
+# a string read as text: (receiver, name); only files with a new one are parsed
+_TEXT_READ = re.compile(r"""\b(?:get|has)attr\(\s*([\w.()]+?)\s*,\s*["'](\w+)["']""")
+
+
+def load_handles() -> dict[str, str]:
+    """Receiver text (arguments as ``(*)``) -> the upstream class it hands out."""
+    text = (resources.files("instep.impact") / "data" / "backend_hooks.toml").read_text("utf-8")
+    out: dict[str, str] = {}
+    for h in parse_toml(text, "backend_hooks.toml").get("handle", []):
+        for r in h["receivers"]:
+            out[r] = h["class"]
+    return out
+
+
+def _receiver_key(text: str) -> str:
+    return _ARGS.sub("(*)", text)
+
+
+@dataclass(frozen=True)
+class Read:
+    """One place in the new upstream that reads the member from an object."""
+
+    at: str  # path:line
+    text: str  # the call or read as written, cut
+    receiver: str
+    how: str  # 'call' | 'getattr' | 'getattr_default' | 'hasattr'
+    condition: str | None  # innermost enclosing `if` inside its def (None: unconditional)
+    caller: str | None
+    cls: str | None  # class qualname enclosing the read
+
+
+class _Reads(ast.NodeVisitor):
+    """getattr/hasattr reads with a literal name, and calls of ``.name(...)``, each with
+    its enclosing class, def and innermost ``if`` test inside that def."""
+
+    def __init__(self, path: str, call_names: frozenset[str] | None = frozenset()) -> None:
+        self.path = path
+        self.call_names = call_names
+        self.classes: list[str] = []
+        self.defs: list[str] = []
+        self.conds: list[list[str]] = [[]]
+        self.out: list[tuple[str, Read]] = []  # (member name, read)
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self.classes.append(node.name)
+        self.generic_visit(node)
+        self.classes.pop()
+
+    def visit_FunctionDef(self, node) -> None:
+        self.defs.append(node.name)
+        self.conds.append([])
+        self.generic_visit(node)
+        self.conds.pop()
+        self.defs.pop()
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_If(self, node: ast.If) -> None:
+        self.visit(node.test)
+        text = _cut(ast.unparse(node.test), 80)
+        for branch, label in ((node.body, f"if {text}"), (node.orelse, f"not ({text})")):
+            self.conds[-1].append(label)
+            for stmt in branch:
+                self.visit(stmt)
+            self.conds[-1].pop()
+
+    def visit_IfExp(self, node: ast.IfExp) -> None:
+        self.visit(node.test)
+        self.conds[-1].append(f"if {_cut(ast.unparse(node.test), 80)}")
+        self.visit(node.body)
+        self.visit(node.orelse)
+        self.conds[-1].pop()
+
+    def visit_Call(self, node: ast.Call) -> None:
+        f = node.func
+        if (
+            isinstance(f, ast.Name)
+            and f.id in ("getattr", "hasattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+        ):
+            how = f.id if f.id == "hasattr" or len(node.args) == 2 else "getattr_default"
+            self._add(node.args[1].value, node, ast.unparse(node.args[0]), how)
+        elif isinstance(f, ast.Attribute) and (
+            self.call_names is None or f.attr in self.call_names
+        ):
+            self._add(f.attr, node, ast.unparse(f.value), "call")
+        self.generic_visit(node)
+
+    def _add(self, name: str, node: ast.Call, receiver: str, how: str) -> None:
+        cond = self.conds[-1][-1] if self.conds[-1] else None
+        self.out.append(
+            (
+                name,
+                Read(
+                    f"{self.path}:{node.lineno}",
+                    _cut(ast.unparse(node), 100),
+                    receiver,
+                    how,
+                    cond,
+                    ".".join(self.classes + self.defs[:1]) if self.defs else None,
+                    ".".join(self.classes) or None,
+                ),
+            )
+        )
+
+
+def _cut(text: str, n: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _reads_in(path: str, source: str, call_names: frozenset[str] = frozenset()):
+    try:
+        tree = ast.parse(source, path)
+    except (SyntaxError, ValueError):
+        return []
+    v = _Reads(path, call_names)
+    v.visit(tree)
+    return v.out
+
+
+class HookNames:
+    """Match new upstream hooks to the downstream classes that lack them."""
+
+    def __init__(
+        self,
+        join: Join,
+        units: list[UpstreamChange],
+        lines_of: Lines,
+        down,
+        calls: UpstreamCalls | None,
+    ) -> None:
+        self.join = join
+        self.resolver = join.resolver
+        self.units = units
+        self.lines_of = lines_of
+        self.down = down
+        self.calls = calls
+        self.handles = {k: tuple(v.rsplit(".", 1)) for k, v in load_handles().items()}
+        self._texts: dict[str, ast.Module | None] = {}
+        self._site_memo: dict[str, dict[tuple[str, str], str | None]] = {}
+        self._file_reads: dict[tuple[str, str], tuple[str, list, list]] = {}
+
+    # -- the downstream side ---------------------------------------------------------
+
+    def _subclassers(self) -> dict[UpClass, list[tuple[object, frozenset[str], list[UpClass]]]]:
+        """Upstream class -> the downstream classes with it in their upstream MRO, each
+        with the member names it (or a downstream base) defines and that MRO."""
+        cmap = self.down._class_map()
+        out: dict[UpClass, list] = defaultdict(list)
+        for name, anc in self.down.classes().items():
+            info = cmap.get(name)
+            if info is None:
+                continue
+            mro: list[UpClass] = []
+            for a in anc:
+                found = self.resolver.class_of(self.resolver.resolve(a))
+                if found is not None:
+                    mro.extend(x for x in self.resolver.ancestors(*found) if x not in mro)
+            defined = self._defined(name, cmap)
+            for up in mro:
+                out[up].append((info, defined, mro))
+        return out
+
+    @staticmethod
+    def _defined(name: str, cmap) -> frozenset[str]:
+        names: set[str] = set()
+        todo, seen = [name], set()
+        while todo:
+            cur = todo.pop()
+            if cur in seen or cur not in cmap:
+                continue
+            seen.add(cur)
+            names.update(m.rsplit(".", 1)[-1] for m in cmap[cur].methods)
+            todo.extend(cmap[cur].bases)
+        return frozenset(names)
+
+    # -- the upstream side -------------------------------------------------------------
+
+    def _tree(self, path: str) -> ast.Module | None:
+        if path not in self._texts:
+            data = None
+            if self.calls is not None:
+                try:
+                    data = self.calls.read(path)
+                except (OSError, KeyError):
+                    data = None
+            try:
+                self._texts[path] = ast.parse(data.decode("utf-8", "replace")) if data else None
+            except (SyntaxError, ValueError):
+                self._texts[path] = None
+        return self._texts[path]
+
+    def _provider(self, mro: list[UpClass], member: str) -> tuple[UpClass, str] | None:
+        """The first class of ``mro`` defining ``member``, with its path."""
+        for mod, qual in mro:
+            idx = self.resolver.index(mod)
+            sym = idx.symbols.get(f"{qual}.{member}") if idx is not None else None
+            if sym is not None:
+                return (mod, qual), f"{sym.path}:{sym.line}"
+        return None
+
+    def _default(self, where: str, qual: str, member: str) -> tuple[bool, str]:
+        """(the default fails, what it does) for ``qual.member`` defined at ``where``."""
+        path, _, line = where.rpartition(":")
+        tree = self._tree(path)
+        fn = None
+        if tree is not None:
+            for node in ast.walk(tree):
+                if (
+                    isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    and node.name == member
+                    and node.lineno <= int(line) <= (node.end_lineno or node.lineno)
+                ):
+                    fn = node
+                    break
+        if fn is None:
+            return False, f"`{qual}.{member}` ({where}), body not read"
+        body = [
+            s
+            for s in fn.body
+            if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
+        ]
+        for s in body:
+            if isinstance(s, ast.Raise):
+                exc = s.exc.func if isinstance(s.exc, ast.Call) else s.exc
+                name = ast.unparse(exc) if exc is not None else "again"
+                return True, f"the default `{qual}.{member}` ({where}) raises {name}"
+        code = ast.unparse(fn)
+        if "cuda" in path.lower() or re.search(r"\bcuda\b|\bCUDA\b|torch\.cuda", code):
+            return True, f"the default `{qual}.{member}` ({where}) is CUDA-specific"
+        if len(body) == 1 and isinstance(body[0], ast.Return):
+            value = ast.unparse(body[0].value) if body[0].value is not None else "None"
+            return False, f"the default `{qual}.{member}` ({where}) returns `{_cut(value, 60)}`"
+        if all(isinstance(s, ast.Pass) for s in body):
+            return False, f"the default `{qual}.{member}` ({where}) does nothing"
+        return False, f"the default `{qual}.{member}` ({where}) runs upstream's generic code"
+
+    def _plausible(self, receiver: str) -> bool:
+        return receiver in _SELF or _receiver_key(receiver) in self.handles
+
+    def _receiver_class(self, read: Read, path: str) -> UpClass | None:
+        if read.receiver in _SELF and read.cls:
+            return module_of(path), read.cls
+        dotted = self.handles.get(_receiver_key(read.receiver))
+        return (dotted[0], dotted[1]) if dotted else None
+
+    # -- matching ----------------------------------------------------------------------
+
+    def match(self) -> int:
+        """Add the HOOK_NAME couplings; how many."""
+        subs = self._subclassers()
+        if not subs:
+            return 0
+        before = sum(len(v) for v in self.join.out.values())
+        for i, u in enumerate(self.units):
+            for c in u.changes:
+                if c.kind is ChangeKind.ADDED and c.symbol_kind is SymbolKind.METHOD:
+                    self._added_member(i, c, subs)
+                if c.aspects & {ChangeKind.BODY, ChangeKind.ADDED} and c.symbol_kind in (
+                    SymbolKind.FUNCTION,
+                    SymbolKind.METHOD,
+                ):
+                    self._new_reads(i, u, c, subs)
+        return sum(len(v) for v in self.join.out.values()) - before
+
+    def _added_member(self, i: int, c: SymbolChange, subs) -> None:
+        cls_q, member = c.qualname.rsplit(".", 1)
+        if member.startswith("__") and member.endswith("__"):
+            return
+        holders = subs.get((c.module, cls_q))
+        if not holders:
+            return
+        sites = None
+        for info, defined, mro in holders:
+            if member in defined:
+                continue  # added.collides decides that one
+            prov = self._provider(mro, member)
+            if prov is None:
+                continue
+            (_, pqual), where = prov
+            fails, default = self._default(where, pqual, member)
+            if sites is None:
+                sites = self.calls.sites(member) if self.calls is not None else []
+            reads = [self._as_read(s) for s in sites[:_MAX_SITES]]
+            reaching = [r for r in reads if self._reaches(r, mro, defined)]
+            if not fails and not reaching:
+                continue  # a usable default nothing reaches: nothing to test
+            self._emit(i, c, info, member, fails, default, reaching, len(sites) > _MAX_SITES)
+
+    def _as_read(self, site) -> Read:
+        if site.path not in self._site_memo:
+            tree = self._tree(site.path)
+            found = _reads_in_tree(site.path, tree, None) if tree is not None else []
+            self._site_memo[site.path] = {(n, r.at): r.condition for n, r in found}
+        cond = self._site_memo[site.path].get((site.name, site.at))
+        return Read(
+            site.at,
+            f"{site.receiver}.{site.name}(…)",
+            site.receiver or "",
+            "call",
+            cond,
+            site.caller,
+            site.cls,
+        )
+
+    def _reaches(self, r: Read, mro: list[UpClass], defined: frozenset[str]) -> bool:
+        path = r.at.rsplit(":", 1)[0]
+        up = self._receiver_class(r, path)
+        if up is None or up not in mro:
+            return False
+        # a caller the downstream class overrides does not run on it
+        return not (r.receiver in _SELF and r.caller and r.caller.rsplit(".", 1)[-1] in defined)
+
+    def _new_reads(self, i: int, u: UpstreamChange, c: SymbolChange, subs) -> None:
+        if c.new is None:
+            return
+        old_lines, new_lines = self.lines_of(u, c)
+        if new_lines is None:
+            return
+        memo_key = (u.id, c.path)
+        if memo_key not in self._file_reads:
+            new_src = "\n".join(new_lines)
+            old_text = "\n".join(old_lines) if old_lines is not None else ""
+            fresh = set(_TEXT_READ.findall(new_src)) - set(_TEXT_READ.findall(old_text))
+            if not any(self._plausible(recv) for recv, _ in fresh):
+                self._file_reads[memo_key] = ("", [], [])
+            else:
+                old_src = "\n".join(old_lines) if old_lines is not None else ""
+                self._file_reads[memo_key] = (
+                    new_src,
+                    _reads_in(c.path, new_src),
+                    _reads_in(c.path, old_src) if "attr(" in old_src else [],
+                )
+        new_src, new_all, old_all = self._file_reads[memo_key]
+        new = list(new_all)
+        if not new:
+            return
+        new.sort(key=lambda nr: nr[1].how != "getattr")  # one coupling per place: worst first
+        span = (c.new.line, c.new.end_line)
+        old_keys: set[tuple[str, str]] = set()
+        if c.old is not None:
+            for name, r in old_all:
+                line = int(r.at.rsplit(":", 1)[1])
+                if c.old.line <= line <= c.old.end_line:
+                    old_keys.add((name, r.receiver))
+        for name, r in new:
+            line = int(r.at.rsplit(":", 1)[1])
+            if not (span[0] <= line <= span[1]) or (name, r.receiver) in old_keys:
+                continue
+            up = self._receiver_class(r, c.path)
+            holders = subs.get(up) if up is not None else None
+            if not holders or re.search(rf"\bself\.{re.escape(name)}\s*[:=]", new_src):
+                continue  # not a backend object, or an instance attribute upstream sets
+            for info, defined, mro in holders:
+                if name in defined or name in self.join.names_in(info.path):
+                    continue
+                if self._provider(mro, name) is not None:
+                    continue  # an upstream ancestor defines it: the read finds that
+                if r.how == "getattr":
+                    fails, default = True, "no default: AttributeError when it is missing"
+                elif r.how == "getattr_default":
+                    fails, default = False, "read with a default when it is missing"
+                else:
+                    fails, default = False, "`hasattr` is False when it is missing"
+                self._emit(i, c, info, name, fails, default, [r], False)
+
+    def _emit(self, i, c, info, member, fails, default, reaching, capped) -> None:
+        facts = set()
+        if fails:
+            facts.add("hook_default_fails")
+        unconditional = [r for r in reaching if r.condition is None]
+        if unconditional:
+            facts.add("hook_call_reaches")
+            first = unconditional[0]
+            how = f"reads it at {first.at} (`{first.text}`"
+            how += f", in `{first.caller}`)" if first.caller else ")"
+        elif reaching:
+            facts.add("hook_call_conditional")
+            first = reaching[0]
+            how = f"reads it only under `{first.condition}`: {first.at} (`{first.text}`" + (
+                f", in `{first.caller}`)" if first.caller else ")"
+            )
+        else:
+            how = "no new-upstream call reaching it was found" + (
+                f" (more than {_MAX_SITES} calls of the name: not followed)" if capped else ""
+            )
+        if len(reaching) > 1:
+            how += f" and at {len(reaching) - 1} more place(s)"
+        evidence = (
+            f"upstream {how}; `{info.qualname}` ({info.path}:{info.line}) does not define "
+            f"`{member}`; {default}"
+        )
+        ref = Reference(
+            CouplingKind.HOOK_NAME,
+            f"{c.module}.{c.qualname}",
+            info.path,
+            info.line,
+            info.snippet,
+            detail=f"lacks `{member}`",
+            owner=info.qualname,
+        )
+        self.join.add(
+            i,
+            c,
+            ref,
+            CouplingKind.HOOK_NAME,
+            detail=f"lacks `{member}`",
+            extra=frozenset(facts),
+            evidence=evidence,
+        )
+
+
+def _reads_in_tree(path: str, tree: ast.Module, names: frozenset[str] | None):
+    v = _Reads(path, names)
+    v.visit(tree)
+    return v.out
