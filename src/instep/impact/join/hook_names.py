@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from instep.impact.join.breaking_path import UpstreamCalls
+from instep.impact.join.call_conditions import on_backend
 from instep.impact.join.matchers import Join
 from instep.impact.model import ChangeKind, CouplingKind, Reference, SymbolChange, UpstreamChange
 from instep.pyindex.model import SymbolKind, module_of
@@ -105,9 +106,31 @@ class _Reads(ast.NodeVisitor):
         text = _cut(ast.unparse(node.test), 80)
         for branch, label in ((node.body, f"if {text}"), (node.orelse, f"not ({text})")):
             self.conds[-1].append(label)
-            for stmt in branch:
-                self.visit(stmt)
+            self._block(branch)
             self.conds[-1].pop()
+
+    def generic_visit(self, node: ast.AST) -> None:
+        for _, value in ast.iter_fields(node):
+            if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
+                self._block(value)
+            elif isinstance(value, list):
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        self.visit(item)
+            elif isinstance(value, ast.AST):
+                self.visit(value)
+
+    def _block(self, stmts: list[ast.stmt]) -> None:
+        """Visit statements in order; after ``if not c: return`` (or raise, continue,
+        break) the rest of the block runs only under ``c``, as if inside ``if c:``."""
+        pushed = 0
+        for stmt in stmts:
+            self.visit(stmt)
+            guard = _early_exit(stmt)
+            if guard is not None:
+                self.conds[-1].append(guard)
+                pushed += 1
+        del self.conds[-1][len(self.conds[-1]) - pushed :]
 
     def visit_IfExp(self, node: ast.IfExp) -> None:
         self.visit(node.test)
@@ -149,6 +172,50 @@ class _Reads(ast.NodeVisitor):
                 ),
             )
         )
+
+
+_LEAVES = (ast.Return, ast.Raise, ast.Continue, ast.Break)
+
+
+def _early_exit(stmt: ast.stmt) -> str | None:
+    """The condition the statements after ``stmt`` run under when ``stmt`` is an ``if``
+    with one branch that leaves (``if not c: return`` -> ``c``), else None."""
+    if not isinstance(stmt, ast.If):
+        return None
+    body_leaves = bool(stmt.body) and isinstance(stmt.body[-1], _LEAVES)
+    else_leaves = bool(stmt.orelse) and isinstance(stmt.orelse[-1], _LEAVES)
+    if body_leaves == else_leaves:
+        return None  # neither leaves, or both do (nothing after it runs)
+    test = stmt.test
+    if body_leaves:
+        kept = (
+            test.operand if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) else None
+        )
+        text = f"if {ast.unparse(kept)}" if kept is not None else f"not ({ast.unparse(test)})"
+    else:
+        text = f"if {ast.unparse(test)}"
+    leave = (stmt.body if body_leaves else stmt.orelse)[-1]
+    return f"{_cut(text, 80)} (line {stmt.lineno} {type(leave).__name__.lower()}s otherwise)"
+
+
+def _backend_path(stmts: list[ast.stmt]) -> tuple[list[ast.stmt], ast.If | None]:
+    """The statements of ``stmts`` that run on an out-of-tree backend, in order, up to the
+    first that leaves the function: the branch a device test takes on the backend
+    (:func:`on_backend`) replaces the test, any other statement is kept whole. With the
+    device test that made it leave, if one did."""
+    out: list[ast.stmt] = []
+    for stmt in stmts:
+        value = on_backend(stmt.test) if isinstance(stmt, ast.If) else None
+        if isinstance(stmt, ast.If) and value is not None:
+            taken, guard = _backend_path(stmt.body if value else stmt.orelse)
+            out.extend(taken)
+            if taken and isinstance(taken[-1], (ast.Return, ast.Raise)):
+                return out, guard or stmt
+            continue
+        out.append(stmt)
+        if isinstance(stmt, (ast.Return, ast.Raise)):
+            return out, None
+    return out, None
 
 
 def _cut(text: str, n: int) -> str:
@@ -268,18 +335,32 @@ class HookNames:
             for s in fn.body
             if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
         ]
-        for s in body:
+        ran, guard = _backend_path(body)  # what runs on an out-of-tree backend
+        for s in ran:
             if isinstance(s, ast.Raise):
                 exc = s.exc.func if isinstance(s.exc, ast.Call) else s.exc
                 name = ast.unparse(exc) if exc is not None else "again"
                 return True, f"the default `{qual}.{member}` ({where}) raises {name}"
-        code = ast.unparse(fn)
-        if "cuda" in path.lower() or re.search(r"\bcuda\b|\bCUDA\b|torch\.cuda", code):
+        code = "\n".join(ast.unparse(s) for s in ran)
+        in_cuda_file = guard is None and "cuda" in path.lower()
+        if in_cuda_file or re.search(r"\bcuda\b|\bCUDA\b|torch\.cuda", code):
             return True, f"the default `{qual}.{member}` ({where}) is CUDA-specific"
-        if len(body) == 1 and isinstance(body[0], ast.Return):
-            value = ast.unparse(body[0].value) if body[0].value is not None else "None"
+        if guard is not None:
+            leave = ran[-1]
+            value = (
+                ast.unparse(leave.value)
+                if isinstance(leave, ast.Return) and leave.value
+                else "None"
+            )
+            return False, (
+                f"the default `{qual}.{member}` ({where}) returns `{_cut(value, 60)}` on a device "
+                f"other than the in-tree ones (`if {_cut(ast.unparse(guard.test), 80)}`, "
+                f"line {guard.lineno})"
+            )
+        if len(ran) == 1 and isinstance(ran[0], ast.Return):
+            value = ast.unparse(ran[0].value) if ran[0].value is not None else "None"
             return False, f"the default `{qual}.{member}` ({where}) returns `{_cut(value, 60)}`"
-        if all(isinstance(s, ast.Pass) for s in body):
+        if all(isinstance(s, ast.Pass) for s in ran):
             return False, f"the default `{qual}.{member}` ({where}) does nothing"
         return False, f"the default `{qual}.{member}` ({where}) runs upstream's generic code"
 
