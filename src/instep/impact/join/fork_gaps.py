@@ -63,6 +63,10 @@ class ForkGaps:
         classes, files = self._forked(fork_refs)
         swaps = self._swaps(all_refs)
         cmap = self.down._class_map()
+        if self.calls is not None:  # the calls of every member a fork may lack: one pass
+            self.calls.prefetch(
+                c.qualname.split(".")[1] for _, up in classes for _, c in added_methods.get(up, ())
+            )
         before = sum(len(v) for v in self.join.out.values())
         for (dcls, up), evidence in classes.items():
             hits = added_methods.get(up)

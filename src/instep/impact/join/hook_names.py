@@ -79,20 +79,39 @@ class _Reads(ast.NodeVisitor):
     """getattr/hasattr reads with a literal name, and calls of ``.name(...)``, each with
     its enclosing class, def and innermost ``if`` test inside that def."""
 
-    def __init__(self, path: str, call_names: frozenset[str] | None = frozenset()) -> None:
+    def __init__(
+        self,
+        path: str,
+        call_names: frozenset[str] | None = frozenset(),
+        lines: list[str] | None = None,
+    ) -> None:
         self.path = path
         self.call_names = call_names
+        # with the file's lines, a def or class whose text has none of these is skipped
+        self.lines = lines
+        self.needles = ("attr(", *(call_names or ()))
         self.classes: list[str] = []
         self.defs: list[str] = []
         self.conds: list[list[str]] = [[]]
         self.out: list[tuple[str, Read]] = []  # (member name, read)
 
+    def _skip(self, node) -> bool:
+        if self.lines is None or self.call_names is None:
+            return False
+        start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+        text = "\n".join(self.lines[start - 1 : node.end_lineno])
+        return not any(n in text for n in self.needles)
+
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        if self._skip(node):
+            return
         self.classes.append(node.name)
         self.generic_visit(node)
         self.classes.pop()
 
     def visit_FunctionDef(self, node) -> None:
+        if self._skip(node):
+            return
         self.defs.append(node.name)
         self.conds.append([])
         self.generic_visit(node)
@@ -103,8 +122,10 @@ class _Reads(ast.NodeVisitor):
 
     def visit_If(self, node: ast.If) -> None:
         self.visit(node.test)
-        text = _cut(ast.unparse(node.test), 80)
-        for branch, label in ((node.body, f"if {text}"), (node.orelse, f"not ({text})")):
+        for branch, label in (
+            (node.body, ("if {}", node.test)),
+            (node.orelse, ("not ({})", node.test)),
+        ):
             self.conds[-1].append(label)
             self._block(branch)
             self.conds[-1].pop()
@@ -126,7 +147,7 @@ class _Reads(ast.NodeVisitor):
         pushed = 0
         for stmt in stmts:
             self.visit(stmt)
-            guard = _early_exit(stmt)
+            guard = _early_exit(stmt) if isinstance(stmt, ast.If) else None
             if guard is not None:
                 self.conds[-1].append(guard)
                 pushed += 1
@@ -134,7 +155,7 @@ class _Reads(ast.NodeVisitor):
 
     def visit_IfExp(self, node: ast.IfExp) -> None:
         self.visit(node.test)
-        self.conds[-1].append(f"if {_cut(ast.unparse(node.test), 80)}")
+        self.conds[-1].append(("if {}", node.test))
         self.visit(node.body)
         self.visit(node.orelse)
         self.conds[-1].pop()
@@ -157,7 +178,7 @@ class _Reads(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _add(self, name: str, node: ast.Call, receiver: str, how: str) -> None:
-        cond = self.conds[-1][-1] if self.conds[-1] else None
+        cond = _label(self.conds[-1][-1]) if self.conds[-1] else None
         self.out.append(
             (
                 name,
@@ -175,6 +196,14 @@ class _Reads(ast.NodeVisitor):
 
 
 _LEAVES = (ast.Return, ast.Raise, ast.Continue, ast.Break)
+
+
+def _label(cond) -> str:
+    """An enclosing condition as quoted: a label, or (format, test) unparsed only now."""
+    if isinstance(cond, str):
+        return cond
+    form, test = cond
+    return form.format(_cut(ast.unparse(test), 80))
 
 
 def _early_exit(stmt: ast.stmt) -> str | None:
@@ -228,7 +257,7 @@ def _reads_in(path: str, source: str, call_names: frozenset[str] = frozenset()):
         tree = ast.parse(source, path)
     except (SyntaxError, ValueError):
         return []
-    v = _Reads(path, call_names)
+    v = _Reads(path, call_names, source.splitlines())
     v.visit(tree)
     return v.out
 
@@ -254,6 +283,8 @@ class HookNames:
         self._texts: dict[str, ast.Module | None] = {}
         self._site_memo: dict[str, dict[tuple[str, str], str | None]] = {}
         self._file_reads: dict[tuple[str, str], tuple[str, list, list]] = {}
+        self._wanted: frozenset[str] = frozenset()
+        self._sub_modules: frozenset[str] = frozenset()
 
     # -- the downstream side ---------------------------------------------------------
 
@@ -364,8 +395,13 @@ class HookNames:
             return False, f"the default `{qual}.{member}` ({where}) does nothing"
         return False, f"the default `{qual}.{member}` ({where}) runs upstream's generic code"
 
-    def _plausible(self, receiver: str) -> bool:
-        return receiver in _SELF or _receiver_key(receiver) in self.handles
+    def _plausible(self, receiver: str, module: str, subs) -> bool:
+        """A read whose receiver can be a downstream object: ``self`` in a file that
+        defines a class the downstream subclasses, or a handle of such a class."""
+        if receiver in _SELF:
+            return module in self._sub_modules
+        handed = self.handles.get(_receiver_key(receiver))
+        return handed is not None and handed in subs
 
     def _receiver_class(self, read: Read, path: str) -> UpClass | None:
         if read.receiver in _SELF and read.cls:
@@ -380,7 +416,21 @@ class HookNames:
         subs = self._subclassers()
         if not subs:
             return 0
+        self._sub_modules = frozenset(mod for mod, _ in subs)
         before = sum(len(v) for v in self.join.out.values())
+        if self.calls is not None:  # the calls of every added member a holder lacks: one pass
+            self._wanted = frozenset(
+                c.qualname.rsplit(".", 1)[1]
+                for u in self.units
+                for c in u.changes
+                if c.kind is ChangeKind.ADDED
+                and c.symbol_kind is SymbolKind.METHOD
+                and any(
+                    c.qualname.rsplit(".", 1)[1] not in defined
+                    for _, defined, _ in subs.get((c.module, c.qualname.rsplit(".", 1)[0]), ())
+                )
+            )
+            self.calls.prefetch(self._wanted)
         for i, u in enumerate(self.units):
             for c in u.changes:
                 if c.kind is ChangeKind.ADDED and c.symbol_kind is SymbolKind.METHOD:
@@ -419,7 +469,9 @@ class HookNames:
     def _as_read(self, site) -> Read:
         if site.path not in self._site_memo:
             tree = self._tree(site.path)
-            found = _reads_in_tree(site.path, tree, None) if tree is not None else []
+            lines = self.calls.lines(site.path) if self.calls is not None else None
+            names = self._wanted | {site.name}
+            found = _reads_in_tree(site.path, tree, names, lines) if tree is not None else []
             self._site_memo[site.path] = {(n, r.at): r.condition for n, r in found}
         cond = self._site_memo[site.path].get((site.name, site.at))
         return Read(
@@ -451,7 +503,8 @@ class HookNames:
             new_src = "\n".join(new_lines)
             old_text = "\n".join(old_lines) if old_lines is not None else ""
             fresh = set(_TEXT_READ.findall(new_src)) - set(_TEXT_READ.findall(old_text))
-            if not any(self._plausible(recv) for recv, _ in fresh):
+            module = module_of(c.path)
+            if not any(self._plausible(recv, module, subs) for recv, _ in fresh):
                 self._file_reads[memo_key] = ("", [], [])
             else:
                 old_src = "\n".join(old_lines) if old_lines is not None else ""
@@ -539,7 +592,7 @@ class HookNames:
         )
 
 
-def _reads_in_tree(path: str, tree: ast.Module, names: frozenset[str] | None):
-    v = _Reads(path, names)
+def _reads_in_tree(path: str, tree: ast.Module, names: frozenset[str] | None, lines=None):
+    v = _Reads(path, names, lines)
     v.visit(tree)
     return v.out
