@@ -228,6 +228,14 @@ class UpstreamCalls:
         self._memo: dict[tuple[str, str | None, tuple[str, ...]], list[CallSite]] = {}
         self._lines: dict[str, list[str]] = {}
 
+    def texts(self) -> dict[str, bytes]:
+        """Every ``.py`` file of the new upstream, path -> bytes (read once)."""
+        return self._all_texts()
+
+    def tree(self, path: str) -> ast.Module | None:
+        """The file's syntax tree (parsed once; None when it does not parse)."""
+        return self._tree(path)
+
     def lines(self, path: str) -> list[str]:
         """The file's text as lines (empty when it cannot be read)."""
         if path not in self._lines:

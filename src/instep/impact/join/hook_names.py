@@ -281,9 +281,8 @@ class HookNames:
         self.calls = calls
         self.handles = {k: tuple(v.rsplit(".", 1)) for k, v in load_handles().items()}
         self._texts: dict[str, ast.Module | None] = {}
-        self._site_memo: dict[str, dict[tuple[str, str], str | None]] = {}
+        self._reads_of: dict[str, list[Read]] = defaultdict(list)  # member -> calls of it
         self._file_reads: dict[tuple[str, str], tuple[str, list, list]] = {}
-        self._wanted: frozenset[str] = frozenset()
         self._sub_modules: frozenset[str] = frozenset()
 
     # -- the downstream side ---------------------------------------------------------
@@ -323,6 +322,8 @@ class HookNames:
     # -- the upstream side -------------------------------------------------------------
 
     def _tree(self, path: str) -> ast.Module | None:
+        if self.calls is not None and path in self.calls.texts():
+            return self.calls.tree(path)  # parsed once for every user of the calls
         if path not in self._texts:
             data = None
             if self.calls is not None:
@@ -395,13 +396,23 @@ class HookNames:
             return False, f"the default `{qual}.{member}` ({where}) does nothing"
         return False, f"the default `{qual}.{member}` ({where}) runs upstream's generic code"
 
-    def _plausible(self, receiver: str, module: str, subs) -> bool:
-        """A read whose receiver can be a downstream object: ``self`` in a file that
-        defines a class the downstream subclasses, or a handle of such a class."""
+    def _may_lack(self, receiver: str, name: str, module: str, subs) -> bool:
+        """Can a textual read of ``name`` from ``receiver`` find a downstream class that
+        lacks it? ``self`` in a file that defines a class the downstream subclasses, or a
+        handle of such a class, and a downstream class that neither defines nor inherits
+        ``name`` from upstream nor names it in its file."""
         if receiver in _SELF:
-            return module in self._sub_modules
-        handed = self.handles.get(_receiver_key(receiver))
-        return handed is not None and handed in subs
+            ups = [up for up in subs if up[0] == module]
+        else:
+            handed = self.handles.get(_receiver_key(receiver))
+            ups = [handed] if handed in subs else []
+        return any(
+            name not in defined
+            and name not in self.join.names_in(info.path)
+            and self._provider(mro, name) is None
+            for up in ups
+            for info, defined, mro in subs[up]
+        )
 
     def _receiver_class(self, read: Read, path: str) -> UpClass | None:
         if read.receiver in _SELF and read.cls:
@@ -419,18 +430,19 @@ class HookNames:
         self._sub_modules = frozenset(mod for mod, _ in subs)
         before = sum(len(v) for v in self.join.out.values())
         if self.calls is not None:  # the calls of every added member a holder lacks: one pass
-            self._wanted = frozenset(
-                c.qualname.rsplit(".", 1)[1]
-                for u in self.units
-                for c in u.changes
-                if c.kind is ChangeKind.ADDED
-                and c.symbol_kind is SymbolKind.METHOD
-                and any(
-                    c.qualname.rsplit(".", 1)[1] not in defined
-                    for _, defined, _ in subs.get((c.module, c.qualname.rsplit(".", 1)[0]), ())
+            self._member_reads(
+                frozenset(
+                    c.qualname.rsplit(".", 1)[1]
+                    for u in self.units
+                    for c in u.changes
+                    if c.kind is ChangeKind.ADDED
+                    and c.symbol_kind is SymbolKind.METHOD
+                    and any(
+                        c.qualname.rsplit(".", 1)[1] not in defined
+                        for _, defined, _ in subs.get((c.module, c.qualname.rsplit(".", 1)[0]), ())
+                    )
                 )
             )
-            self.calls.prefetch(self._wanted)
         for i, u in enumerate(self.units):
             for c in u.changes:
                 if c.kind is ChangeKind.ADDED and c.symbol_kind is SymbolKind.METHOD:
@@ -449,7 +461,6 @@ class HookNames:
         holders = subs.get((c.module, cls_q))
         if not holders:
             return
-        sites = None
         for info, defined, mro in holders:
             if member in defined:
                 continue  # added.collides decides that one
@@ -458,31 +469,33 @@ class HookNames:
                 continue
             (_, pqual), where = prov
             fails, default = self._default(where, pqual, member)
-            if sites is None:
-                sites = self.calls.sites(member) if self.calls is not None else []
-            reads = [self._as_read(s) for s in sites[:_MAX_SITES]]
-            reaching = [r for r in reads if self._reaches(r, mro, defined)]
+            reads = self._reads_of.get(member, [])
+            reaching = [r for r in reads[:_MAX_SITES] if self._reaches(r, mro, defined)]
             if not fails and not reaching:
                 continue  # a usable default nothing reaches: nothing to test
-            self._emit(i, c, info, member, fails, default, reaching, len(sites) > _MAX_SITES)
+            self._emit(i, c, info, member, fails, default, reaching, len(reads) > _MAX_SITES)
 
-    def _as_read(self, site) -> Read:
-        if site.path not in self._site_memo:
-            tree = self._tree(site.path)
-            lines = self.calls.lines(site.path) if self.calls is not None else None
-            names = self._wanted | {site.name}
-            found = _reads_in_tree(site.path, tree, names, lines) if tree is not None else []
-            self._site_memo[site.path] = {(n, r.at): r.condition for n, r in found}
-        cond = self._site_memo[site.path].get((site.name, site.at))
-        return Read(
-            site.at,
-            f"{site.receiver}.{site.name}(…)",
-            site.receiver or "",
-            "call",
-            cond,
-            site.caller,
-            site.cls,
-        )
+    def _member_reads(self, names: frozenset[str]) -> None:
+        """Calls ``x.name(…)`` of ``names`` that can reach a downstream object, with their
+        conditions: only in files that define a class some downstream class has in its
+        upstream MRO (``self.name()``) or that name a handle (``V.graph.device_ops``), and
+        only in the defs whose text names one of ``names``; each such file parsed once."""
+        assert self.calls is not None
+        handles = {h.split("(", 1)[0].encode() for h in self.handles}
+        raws = [(n, n.encode()) for n in names]
+        for path, text in self.calls.texts().items():
+            if module_of(path) not in self._sub_modules and not any(h in text for h in handles):
+                continue
+            here = frozenset(n for n, raw in raws if raw in text)
+            tree = self.calls.tree(path) if here else None
+            if tree is None:
+                continue
+            for name, r in _reads_in_tree(path, tree, here, self.calls.lines(path)):
+                if r.how == "call" and name in here:
+                    text_ = f"{r.receiver}.{name}(…)"
+                    self._reads_of[name].append(
+                        Read(r.at, text_, r.receiver, "call", r.condition, r.caller, r.cls)
+                    )
 
     def _reaches(self, r: Read, mro: list[UpClass], defined: frozenset[str]) -> bool:
         path = r.at.rsplit(":", 1)[0]
@@ -504,7 +517,7 @@ class HookNames:
             old_text = "\n".join(old_lines) if old_lines is not None else ""
             fresh = set(_TEXT_READ.findall(new_src)) - set(_TEXT_READ.findall(old_text))
             module = module_of(c.path)
-            if not any(self._plausible(recv, module, subs) for recv, _ in fresh):
+            if not any(self._may_lack(recv, name, module, subs) for recv, name in fresh):
                 self._file_reads[memo_key] = ("", [], [])
             else:
                 old_src = "\n".join(old_lines) if old_lines is not None else ""
