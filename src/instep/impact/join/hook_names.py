@@ -396,13 +396,13 @@ class HookNames:
             return False, f"the default `{qual}.{member}` ({where}) does nothing"
         return False, f"the default `{qual}.{member}` ({where}) runs upstream's generic code"
 
-    def _may_lack(self, receiver: str, name: str, module: str, subs) -> bool:
+    def _may_lack(self, receiver: str, name: str, enclosing: list[UpClass], subs) -> bool:
         """Can a textual read of ``name`` from ``receiver`` find a downstream class that
-        lacks it? ``self`` in a file that defines a class the downstream subclasses, or a
-        handle of such a class, and a downstream class that neither defines nor inherits
-        ``name`` from upstream nor names it in its file."""
+        lacks it? ``self`` inside an upstream class the downstream subclasses (one of
+        ``enclosing``), or a handle of such a class, and a downstream class that neither
+        defines nor inherits ``name`` from upstream nor names it in its file."""
         if receiver in _SELF:
-            ups = [up for up in subs if up[0] == module]
+            ups = [up for up in enclosing if up in subs]
         else:
             handed = self.handles.get(_receiver_key(receiver))
             ups = [handed] if handed in subs else []
@@ -511,21 +511,28 @@ class HookNames:
         old_lines, new_lines = self.lines_of(u, c)
         if new_lines is None:
             return
+        # a textual pre-filter on the changed def alone: a string read it did not have,
+        # of a name some downstream class behind that receiver lacks
+        new_def = "\n".join(new_lines[c.new.line - 1 : c.new.end_line])
+        if "attr(" not in new_def:
+            return
+        old_def = ""
+        if c.old is not None and old_lines is not None:
+            old_def = "\n".join(old_lines[c.old.line - 1 : c.old.end_line])
+        fresh = set(_TEXT_READ.findall(new_def)) - set(_TEXT_READ.findall(old_def))
+        module, parts = module_of(c.path), c.qualname.split(".")
+        enclosing = [(module, ".".join(parts[:k])) for k in range(1, len(parts))]
+        if not any(self._may_lack(recv, name, enclosing, subs) for recv, name in fresh):
+            return
         memo_key = (u.id, c.path)
         if memo_key not in self._file_reads:
             new_src = "\n".join(new_lines)
-            old_text = "\n".join(old_lines) if old_lines is not None else ""
-            fresh = set(_TEXT_READ.findall(new_src)) - set(_TEXT_READ.findall(old_text))
-            module = module_of(c.path)
-            if not any(self._may_lack(recv, name, module, subs) for recv, name in fresh):
-                self._file_reads[memo_key] = ("", [], [])
-            else:
-                old_src = "\n".join(old_lines) if old_lines is not None else ""
-                self._file_reads[memo_key] = (
-                    new_src,
-                    _reads_in(c.path, new_src),
-                    _reads_in(c.path, old_src) if "attr(" in old_src else [],
-                )
+            old_src = "\n".join(old_lines) if old_lines is not None else ""
+            self._file_reads[memo_key] = (
+                new_src,
+                _reads_in(c.path, new_src),
+                _reads_in(c.path, old_src) if "attr(" in old_src else [],
+            )
         new_src, new_all, old_all = self._file_reads[memo_key]
         new = list(new_all)
         if not new:
