@@ -282,6 +282,7 @@ class HookNames:
         self.handles = {k: tuple(v.rsplit(".", 1)) for k, v in load_handles().items()}
         self._texts: dict[str, ast.Module | None] = {}
         self._reads_of: dict[str, list[Read]] = defaultdict(list)  # member -> calls of it
+        self._defs: dict[str, dict[str, list]] = {}
         self._file_reads: dict[tuple[str, str], tuple[str, list, list]] = {}
         self._sub_modules: frozenset[str] = frozenset()
 
@@ -352,14 +353,20 @@ class HookNames:
         tree = self._tree(path)
         fn = None
         if tree is not None:
-            for node in ast.walk(tree):
-                if (
-                    isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-                    and node.name == member
-                    and node.lineno <= int(line) <= (node.end_lineno or node.lineno)
-                ):
-                    fn = node
-                    break
+            if path not in self._defs:  # every def of the file by name, collected once
+                defs: dict[str, list] = defaultdict(list)
+                for node in ast.walk(tree):
+                    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        defs[node.name].append(node)
+                self._defs[path] = defs
+            fn = next(
+                (
+                    node
+                    for node in self._defs[path].get(member, ())
+                    if node.lineno <= int(line) <= (node.end_lineno or node.lineno)
+                ),
+                None,
+            )
         if fn is None:
             return False, f"`{qual}.{member}` ({where}), body not read"
         body = [
@@ -430,19 +437,15 @@ class HookNames:
         self._sub_modules = frozenset(mod for mod, _ in subs)
         before = sum(len(v) for v in self.join.out.values())
         if self.calls is not None:  # the calls of every added member a holder lacks: one pass
-            self._member_reads(
-                frozenset(
-                    c.qualname.rsplit(".", 1)[1]
-                    for u in self.units
-                    for c in u.changes
-                    if c.kind is ChangeKind.ADDED
-                    and c.symbol_kind is SymbolKind.METHOD
-                    and any(
-                        c.qualname.rsplit(".", 1)[1] not in defined
-                        for _, defined, _ in subs.get((c.module, c.qualname.rsplit(".", 1)[0]), ())
-                    )
-                )
-            )
+            where: dict[str, set[str]] = defaultdict(set)  # member -> modules of its MROs
+            for u in self.units:
+                for c in u.changes:
+                    if c.kind is ChangeKind.ADDED and c.symbol_kind is SymbolKind.METHOD:
+                        cls_q, member = c.qualname.rsplit(".", 1)
+                        for _, defined, mro in subs.get((c.module, cls_q), ()):
+                            if member not in defined:
+                                where[member].update(mod for mod, _ in mro)
+            self._member_reads(where)
         for i, u in enumerate(self.units):
             for c in u.changes:
                 if c.kind is ChangeKind.ADDED and c.symbol_kind is SymbolKind.METHOD:
@@ -475,18 +478,21 @@ class HookNames:
                 continue  # a usable default nothing reaches: nothing to test
             self._emit(i, c, info, member, fails, default, reaching, len(reads) > _MAX_SITES)
 
-    def _member_reads(self, names: frozenset[str]) -> None:
-        """Calls ``x.name(…)`` of ``names`` that can reach a downstream object, with their
-        conditions: only in files that define a class some downstream class has in its
-        upstream MRO (``self.name()``) or that name a handle (``V.graph.device_ops``), and
-        only in the defs whose text names one of ``names``; each such file parsed once."""
+    def _member_reads(self, where: dict[str, set[str]]) -> None:
+        """Calls ``x.name(…)`` of each name of ``where`` that can reach a downstream
+        object, with their conditions: only in files of the modules ``where`` gives for it
+        (its holders' upstream MRO: ``self.name()``) or files that name a handle
+        (``V.graph.device_ops``), only in the defs whose text names it; each file parsed
+        once."""
         assert self.calls is not None
         handles = {h.split("(", 1)[0].encode() for h in self.handles}
-        raws = [(n, n.encode()) for n in names]
+        raws = [(n, n.encode(), mods) for n, mods in where.items()]
         for path, text in self.calls.texts().items():
-            if module_of(path) not in self._sub_modules and not any(h in text for h in handles):
-                continue
-            here = frozenset(n for n, raw in raws if raw in text)
+            module = module_of(path)
+            handled = any(h in text for h in handles)
+            here = frozenset(
+                n for n, raw, mods in raws if (handled or module in mods) and raw in text
+            )
             tree = self.calls.tree(path) if here else None
             if tree is None:
                 continue
