@@ -25,10 +25,13 @@ from instep.errors import BadInput
 from instep.impact.downstream.class_escapes import ClassEscapes
 from instep.impact.downstream.wholesale import find_swaps
 from instep.impact.join.breaking_path import UpstreamCalls
+from instep.impact.join.fork_gaps import ForkGaps
 from instep.impact.join.fork_search import ForkSearch
+from instep.impact.join.hook_names import HookNames
 from instep.impact.join.matchers import Join
 from instep.impact.join.op_arguments import OpArguments
 from instep.impact.join.op_couplings import OpCouplings
+from instep.impact.join.probe_outcomes import ProbeOutcomes, stub_reader
 from instep.impact.join.test_suggestions import DownstreamTests, suggested_tests
 from instep.impact.join.verdicts import judge_unit
 from instep.impact.logged_warnings import collect_warnings
@@ -436,6 +439,7 @@ class _Analysis:
         join.swaps = tuple(find_swaps(snap.paths(), snap.read, join.resolver.module_paths))
         join.op_arguments = OpArguments(self.new.paths(), self.new.read)
         join.escapes = ClassEscapes(snap.paths(), snap.read, calls.texts)
+        join.probes = self._probes()
         # fork detection reads only the changes and the downstream functions: it runs in a
         # forked child while this process matches the references
         search = ForkSearch(self.jobs, self.cache_root, self._lines_of)
@@ -453,8 +457,25 @@ class _Analysis:
             )
         join.references(refs)
         OpCouplings(join, units, self._lines_of).match(refs)
-        self.stats["fork_references"] = join.forks(fork_refs_of())
+        self.stats["hook_name_couplings"] = HookNames(
+            join, units, self._lines_of, down, calls
+        ).match()
+        fork_refs = fork_refs_of()
+        self.stats["fork_references"] = join.forks(fork_refs)
+        self.stats["fork_gap_couplings"] = ForkGaps(join, units, down, calls).match(fork_refs, refs)
         return join.couplings()
+
+    def _probes(self) -> ProbeOutcomes:
+        """Source and extension probes decided on both upstream snapshots (memoised)."""
+        if getattr(self, "_probe_outcomes", None) is None:
+            self._probe_outcomes = ProbeOutcomes(
+                (frozenset(self.old.paths()), self.old.read),
+                (frozenset(self.new.paths()), self.new.read),
+                self.old_version,
+                self.new_version,
+                {"old": stub_reader(self.old), "new": stub_reader(self.new)},
+            )
+        return self._probe_outcomes
 
     def _names_in(self, path: str) -> frozenset[str]:
         """Attribute names and quoted identifiers of a downstream file (read on demand)."""
@@ -605,9 +626,11 @@ class _Analysis:
         if floor is None or self.new_version is None:
             return []
         gates = [g for fi in down.files.values() for g in fi.gates]
+        found = version_gates.compat_debt(gates, floor, self.new_version)
+        found += self._probes().debt(gates, floor)
         return [
             {"at": f"{g.path}:{g.line}", "condition": g.condition, "kind": g.kind, "reason": why}
-            for g, why in version_gates.compat_debt(gates, floor, self.new_version)
+            for g, why in found
         ]
 
 

@@ -49,6 +49,7 @@ class CouplingKind(Vocab):
     C_SHIM = "c_shim"  # C/C++ shim name generated or loaded downstream (best effort)
     OP_SCHEMA = "op_schema"  # an ATen overload named downstream x native_functions.yaml
     HIGHER_ORDER_OP = "higher_order_op"  # torch.ops.higher_order.X named downstream
+    HOOK_NAME = "hook_name"  # a member upstream newly reads from a class the backend subclasses
 
 
 class _Ranked(Vocab):
@@ -120,6 +121,22 @@ class SymbolChange(Qualified):
 
 
 @dataclass(frozen=True)
+class SourceProbe:
+    """A gate that asks upstream itself: ``"x" in inspect.getsource(torch.f)`` (``needles``
+    tested on the source of ``target``) or ``hasattr(torch._C, "_x")`` (no needles: does
+    ``target`` exist). The gated code runs when the probe holds (``runs_when``), joined
+    with a version range by ``join`` ("and" / "or"; "" when there is none)."""
+
+    target: str  # dotted upstream name probed
+    needles: tuple[str, ...] = ()
+    all_of: bool = False  # needles joined by ``and`` (else ``or``)
+    runs_when: bool = True
+    join: str = ""
+    min_version: tuple[int, ...] | None = None  # the version part, when ``join`` is set
+    max_version: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
 class VersionGate:
     """Downstream code guarded for a torch version: the adaptation may already be made."""
 
@@ -134,6 +151,8 @@ class VersionGate:
     # try_import: the absolute names the ``try`` body imports; when the new upstream has
     # them all, the ``except ImportError`` fallback is dead code on the new torch
     requires: tuple[str, ...] = ()
+    # source_probe / c_probe: what the gate asks upstream (decided against its sources)
+    probe: SourceProbe | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {

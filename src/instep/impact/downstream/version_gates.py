@@ -22,6 +22,7 @@ import bisect
 import re
 from dataclasses import dataclass
 
+from instep.impact.downstream import source_probes
 from instep.impact.model import VersionGate
 
 Version = tuple[int, ...]
@@ -38,7 +39,7 @@ _PR = re.compile(r"pytorch\s*#\s*(\d+)|pytorch/pull/(\d+)", re.IGNORECASE)
 _CAN_REMOVE = re.compile(
     r"CAN\s+REMOVE.*?MIN_SUPPORTED\w*\s*>=\s*\(?\s*(\d+)\s*[,.]\s*(\d+)", re.IGNORECASE
 )
-_MAY_GATE = re.compile(r"(?i)version|hasattr|ImportError|COMPAT|torch_(?:ge|gt|lt|le)")
+_MAY_GATE = re.compile(r"(?i)version|hasattr|ImportError|COMPAT|torch_(?:ge|gt|lt|le)|getsource")
 _PLAIN_VERSION = re.compile(r"\d+(?:\.\d+)+")
 _MIN_SUPPORTED = re.compile(r"^MIN_SUPPORTED\w*$")
 
@@ -155,6 +156,7 @@ class _Conditions:
 
     def __init__(self) -> None:
         self.constants: dict[str, Range] = {}
+        self.probes = None  # source_probes.ProbeReader, for modules that may probe upstream
 
     def range_of(self, test: ast.AST) -> Range | None:
         if isinstance(test, ast.Compare) and len(test.ops) == 1:
@@ -272,6 +274,8 @@ def gate_spans(tree: ast.Module, path: str, source: str) -> list[GateSpan]:
                 for t in targets:
                     if isinstance(t, ast.Name):
                         conds.constants[t.id] = rng
+    if "getsource" in source or "_C" in source:
+        conds.probes = source_probes.ProbeReader(tree, conds)
     spans: list[GateSpan] = []
     stmt_starts: dict[int, ast.stmt] = {}
     for block in _walk_blocks(tree):
@@ -290,6 +294,10 @@ def gate_spans(tree: ast.Module, path: str, source: str) -> list[GateSpan]:
 def _if_gates(
     stmt: ast.If, rest: list[ast.stmt], conds: _Conditions, path: str, spans: list[GateSpan]
 ) -> None:
+    probe = conds.probes.gate_test(stmt.test) if conds.probes is not None else None
+    if probe is not None:
+        _probe_if_gates(stmt, probe, path, spans)
+        return
     rng = conds.range_of(stmt.test)
     partial = (
         rng is not None
@@ -356,6 +364,18 @@ def _version_if_gates(
                 _block_end(rest),
             )
         )
+
+
+def _probe_if_gates(stmt: ast.If, probe, path: str, spans: list[GateSpan]) -> None:
+    """``if "x" in inspect.getsource(f)`` / ``if hasattr(torch._C, "_x")``: body and else."""
+    text = ast.unparse(stmt.test)
+    text = text if len(text) <= 200 else text[:197] + "..."
+    gate = source_probes.probe_gate(path, stmt.lineno, text, probe, "probe")
+    spans.append(GateSpan(gate, stmt.body[0].lineno, _block_end(stmt.body)))
+    neg = source_probes.negated(probe)
+    if stmt.orelse and neg is not None:
+        other = source_probes.probe_gate(path, stmt.lineno, f"not ({text})", neg, "else")
+        spans.append(GateSpan(other, stmt.orelse[0].lineno, _block_end(stmt.orelse)))
 
 
 def _hasattr_if_gates(stmt: ast.If, neg: bool, text: str, path: str, spans: list[GateSpan]) -> None:

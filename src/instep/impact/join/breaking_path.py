@@ -120,9 +120,11 @@ def needs_search(change: SymbolChange, ref: Reference, kind: CouplingKind) -> bo
 
 
 class _Sites(ast.NodeVisitor):
-    def __init__(self, path: str, names: frozenset[str]) -> None:
+    def __init__(self, path: str, names: frozenset[str], lines: list[str] | None = None) -> None:
         self.path = path
         self.names = names
+        # with the file's lines, a def or class whose text names none of ``names`` is skipped
+        self.lines = None if lines is None or SELF_CONSTRUCTION in names else lines
         self.stack: list[tuple[str, str]] = []  # ('class'|'def', name)
         self.out: dict[str, list[CallSite]] = {n: [] for n in names}
         self.guards: list[str] = []
@@ -140,12 +142,23 @@ class _Sites(ast.NodeVisitor):
         for stmt in node.orelse:
             self.visit(stmt)
 
+    def _names_none(self, node: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        if self.lines is None:
+            return False
+        start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+        text = "\n".join(self.lines[start - 1 : node.end_lineno])
+        return not any(n in text for n in self.names)
+
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        if self._names_none(node):
+            return
         self.stack.append(("class", node.name))
         self.generic_visit(node)
         self.stack.pop()
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        if self._names_none(node):
+            return
         self.stack.append(("def", node.name))
         self.conditional.append({**self.conditional[-1], **call_conditions.conditional_names(node)})
         self.generic_visit(node)
@@ -214,6 +227,44 @@ class UpstreamCalls:
         self._texts: dict[str, bytes] | None = None
         self._trees: dict[str, ast.Module | None] = {}
         self._memo: dict[tuple[str, str | None, tuple[str, ...]], list[CallSite]] = {}
+        self._lines: dict[str, list[str]] = {}
+
+    def texts(self) -> dict[str, bytes]:
+        """Every ``.py`` file of the new upstream, path -> bytes (read once)."""
+        return self._all_texts()
+
+    def tree(self, path: str) -> ast.Module | None:
+        """The file's syntax tree (parsed once; None when it does not parse)."""
+        return self._tree(path)
+
+    def lines(self, path: str) -> list[str]:
+        """The file's text as lines (empty when it cannot be read)."""
+        if path not in self._lines:
+            data = self._all_texts().get(path, b"")
+            self._lines[path] = data.decode("utf-8", "replace").splitlines()
+        return self._lines[path]
+
+    def prefetch(self, names: Iterable[str]) -> None:
+        """Find the calls of many names at once: each file that mentions one of them is
+        visited once, for the names it mentions (what :meth:`sites` then answers)."""
+        todo = {n for n in names if (n, None, ()) not in self._memo and n != SELF_CONSTRUCTION}
+        if not todo:
+            return
+        found: dict[str, list[CallSite]] = {n: [] for n in todo}
+        raws = [(n, n.encode()) for n in todo]
+        for p, t in self._all_texts().items():
+            here = frozenset(n for n, raw in raws if raw in t)
+            if not here:
+                continue
+            tree = self._tree(p)
+            if tree is None:
+                continue
+            visitor = _Sites(p, here, self.lines(p))
+            visitor.visit(tree)
+            for n in here:
+                found[n].extend(visitor.out[n])
+        for n, out in found.items():
+            self._memo[(n, None, ())] = out
 
     def _all_texts(self) -> dict[str, bytes]:
         if self._texts is None:
@@ -227,10 +278,6 @@ class UpstreamCalls:
                     texts[p] = data
             self._texts = texts
         return self._texts
-
-    def texts(self) -> dict[str, bytes]:
-        """The new upstream's Python files that have text, by path."""
-        return self._all_texts()
 
     def _tree(self, path: str) -> ast.Module | None:
         if path not in self._trees:
@@ -299,7 +346,7 @@ class UpstreamCalls:
             for p in paths:
                 tree = self._tree(p)
                 if tree is not None:
-                    visitor = _Sites(p, frozenset({name}))
+                    visitor = _Sites(p, frozenset({name}), self.lines(p))
                     visitor.visit(tree)
                     out.extend(visitor.out[name])
             self._memo[key] = out

@@ -84,6 +84,32 @@ def never_met(test: ast.expr, conditional: dict[str, str] | None = None) -> str 
     return None
 
 
+def on_backend(test: ast.expr) -> bool | None:
+    """The value of a device test on an out-of-tree backend: False for ``x.type ==
+    "cuda"``, ``x.is_cuda``, ``torch.version.hip``; True for ``x.type != "cuda"``, ``not
+    x.is_cuda``; through ``not``, ``and`` and ``or``. None when ``test`` depends on
+    anything else (an environment variable, a config flag, an argument)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        value = on_backend(test.operand)
+        return None if value is None else not value
+    if isinstance(test, ast.BoolOp):
+        values = [on_backend(v) for v in test.values]
+        decisive = isinstance(test.op, ast.Or)  # True decides an `or`, False an `and`
+        if decisive in values:
+            return decisive
+        return (not decisive) if all(v is not None for v in values) else None
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        op = test.ops[0]
+        if isinstance(op, (ast.Eq, ast.In, ast.NotEq, ast.NotIn)) and _is_device_type(test.left):
+            names = _device_literals(test.comparators[0])
+            if names and all(n in IN_TREE_DEVICES for n in names):
+                return isinstance(op, (ast.NotEq, ast.NotIn))
+        return None
+    if isinstance(test, ast.Attribute) and test.attr in DEVICE_FLAGS:
+        return False
+    return False if ast.unparse(test) in BUILD_FLAGS else None
+
+
 def _is_none(node: ast.expr | None) -> bool:
     return isinstance(node, ast.Constant) and node.value is None
 

@@ -50,7 +50,7 @@ def facts_for(
     problems: list[str] = []
     gate = ref.gate
     if gate is not None:
-        if gate.kind in ("hasattr", "try_import"):
+        if gate.kind in ("hasattr", "try_import", "source_probe", "c_probe"):
             facts.add("guarded")
         if gate.min_version and (
             _version_at_least(new_version, gate.min_version)

@@ -128,6 +128,7 @@ class Join:
         self.op_arguments = None  # join/op_arguments.OpArguments of the new upstream
         self.escapes = None  # downstream/class_escapes.ClassEscapes of the downstream tree
         self.reach_memo: dict[str, dict[str, list[str]]] = {}
+        self.probes = None  # join/probe_outcomes.ProbeOutcomes: decides source probes
 
     def add(
         self,
@@ -144,6 +145,8 @@ class Join:
         k = kind or ref.kind
         if ref.gate is not None and ref.gate.requires and self.dead_fallback(ref.gate):
             extra = extra | {"old_only"}
+        if ref.gate is not None and ref.gate.probe is not None and self.probes is not None:
+            extra = extra | self.probes.facts(ref.gate)
         per_file = per_file or k is CouplingKind.INHERITED_PATH
         line = None if per_file else ref.line  # indirect evidence: one per file is enough
         key = (k, change.ref, ref.path, line)

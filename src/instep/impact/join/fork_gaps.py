@@ -1,0 +1,215 @@
+"""FORK gaps: a downstream class or file that forks an upstream one lacks a method or
+function that upstream *added* in the range.
+
+The forks themselves come from fork detection (``join/fork_search.py``: downstream
+functions that are near-copies of changed upstream functions). From them:
+
+- a downstream class ``D`` forks the upstream class ``C`` when two or more of its methods
+  are forks of methods of ``C`` (or one is and ``D``'s name ends with ``C``'s), and ``C``
+  is not an upstream ancestor of ``D`` (a subclass inherits what upstream adds);
+- a downstream file forks the upstream module ``M`` when two or more of its module-level
+  functions are forks of module-level functions of ``M``.
+
+Each method added to ``C`` (dunders apart) that ``D`` and its downstream bases do not
+define, and each function added to ``M`` that the file does not define, is a FORK
+coupling with the fact ``fork_lacks_added``; ``added_called_on_fork`` when the new upstream
+calls the method on an object outside ``C`` (``x.m(...)``, not ``self.m`` inside ``C``,
+whose callers the fork copies) *and* the downstream puts ``D`` in ``C``'s place (a
+monkey-patch of ``C`` in a file that names ``D``). The evidence names the member, its
+upstream ``file:line`` and the call. Nothing here detects forks or picks a verdict.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+from instep.impact.join.breaking_path import UpstreamCalls
+from instep.impact.join.matchers import Join
+from instep.impact.model import ChangeKind, CouplingKind, Reference, UpstreamChange
+from instep.pyindex.model import SymbolKind
+
+_ASSIGNED = re.compile(r"=\s*([A-Za-z_]\w*)\s*$")
+_SELF = frozenset({"self", "cls", "type(self)", "self.__class__"})
+
+
+class ForkGaps:
+    """Match members upstream added to forked classes and modules."""
+
+    def __init__(
+        self, join: Join, units: list[UpstreamChange], down, calls: UpstreamCalls | None
+    ) -> None:
+        self.join = join
+        self.units = units
+        self.down = down
+        self.calls = calls
+
+    def match(self, fork_refs: list[Reference], all_refs: list[Reference]) -> int:
+        """Add the couplings; how many."""
+        added_methods: dict[tuple[str, str], list] = defaultdict(list)  # (module, C) -> hits
+        added_functions: dict[str, list] = defaultdict(list)  # module -> hits
+        for i, u in enumerate(self.units):
+            for c in u.changes:
+                if c.kind is not ChangeKind.ADDED:
+                    continue
+                if c.symbol_kind is SymbolKind.METHOD and c.qualname.count(".") == 1:
+                    cls, member = c.qualname.split(".")
+                    if not (member.startswith("__") and member.endswith("__")):
+                        added_methods[(c.module, cls)].append((i, c))
+                elif c.symbol_kind is SymbolKind.FUNCTION and "." not in c.qualname:
+                    added_functions[c.module].append((i, c))
+        if not added_methods and not added_functions:
+            return 0
+        classes, files = self._forked(fork_refs)
+        swaps = self._swaps(all_refs)
+        cmap = self.down._class_map()
+        if self.calls is not None:  # the calls of every member a fork may lack: one pass
+            self.calls.prefetch(
+                c.qualname.split(".")[1] for _, up in classes for _, c in added_methods.get(up, ())
+            )
+        before = sum(len(v) for v in self.join.out.values())
+        for (dcls, up), evidence in classes.items():
+            hits = added_methods.get(up)
+            info = cmap.get(dcls)
+            if not hits or info is None:
+                continue
+            defined = self._defined(dcls, cmap)
+            swapped = [p for p, value in swaps.get(f"{up[0]}.{up[1]}", ()) if value == dcls]
+            for i, c in hits:
+                member = c.qualname.split(".")[1]
+                if member in defined:
+                    continue
+                ref = Reference(
+                    CouplingKind.FORK,
+                    c.dotted,
+                    info.path,
+                    info.line,
+                    info.snippet,
+                    owner=info.qualname,
+                )
+                call = self._outside_call(member, up[1])
+                facts = {"fork_lacks_added"}
+                text = (
+                    f"`{info.qualname}` ({info.path}:{info.line}) forks `{up[1]}` ({evidence}) "
+                    f"and lacks `{member}`, which upstream added at {_line(c)}"
+                )
+                if call is not None and swapped:
+                    facts.add("added_called_on_fork")
+                    text += (
+                        f"; upstream calls it at {call} and {swapped[0]} puts "
+                        f"`{info.qualname}` in `{up[1]}`'s place"
+                    )
+                elif call is not None:
+                    text += (
+                        f"; upstream calls it at {call}, but no downstream patch puts the fork "
+                        f"in `{up[1]}`'s place"
+                    )
+                else:
+                    text += "; no new-upstream call of it on another object was found"
+                self._add(i, c, ref, member, facts, text)
+        for (path, module), evidence in files.items():
+            fi = self.down.files.get(path)
+            if fi is None:
+                continue
+            defined = {f.qualname for f in fi.functions if "." not in f.qualname}
+            for i, c in added_functions.get(module, ()):
+                if c.qualname in defined:
+                    continue
+                ref = Reference(CouplingKind.FORK, c.dotted, path, 1, f"{path} ({evidence})")
+                text = (
+                    f"{path} forks {c.path} ({evidence}) and lacks `{c.qualname}`, which "
+                    f"upstream added at {_line(c)}"
+                )
+                self._add(i, c, ref, c.qualname, {"fork_lacks_added"}, text)
+        return sum(len(v) for v in self.join.out.values()) - before
+
+    def _swaps(self, all_refs: list[Reference]) -> dict[str, list[tuple[str, str]]]:
+        """Upstream dotted name -> (downstream file, downstream dotted value) of each
+        monkey-patch that assigns a downstream object to it (``sched.Scheduler = NPUSched``)."""
+        out: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        for fi in self.down.files.values():
+            for idx, dn in fi.patch_values:  # the value is defined in another file
+                r = fi.references[idx]
+                if r.kind is CouplingKind.MONKEYPATCH:
+                    out[r.target].append((fi.path, self.down.resolve(dn)))
+        for r in all_refs:  # the value is a class of the patching file itself
+            m = _ASSIGNED.search(r.snippet) if r.kind is CouplingKind.MONKEYPATCH else None
+            fi = self.down.files.get(r.path)
+            if m and fi is not None:
+                out[r.target].append((r.path, f"{fi.module}.{m.group(1)}"))
+        return out
+
+    def _add(self, i, c, ref, member, facts, text) -> None:
+        self.join.add(
+            i,
+            c,
+            ref,
+            CouplingKind.FORK,
+            detail=f"fork lacks `{member}`",
+            extra=frozenset(facts),
+            evidence=text,
+        )
+
+    def _forked(self, fork_refs: list[Reference]):
+        """(downstream class, upstream class) and (downstream file, upstream module) pairs
+        that fork each other, with a short note of the evidence."""
+        by_class: dict[tuple[str, tuple[str, str]], set[str]] = defaultdict(set)
+        by_file: dict[tuple[str, str], set[str]] = defaultdict(set)
+        cmap = self.down._class_map()
+        anc = self.down.classes()
+        for r in fork_refs:
+            fi = self.down.files.get(r.path)
+            if fi is None or not r.owner:
+                continue
+            for _, c in self.join.by_dotted.get(r.target, ()):
+                up_parts = c.qualname.split(".")
+                down_parts = r.owner.split(".")
+                if len(up_parts) == 2 and len(down_parts) == 2:
+                    dcls = f"{fi.module}.{down_parts[0]}"
+                    if dcls in cmap:
+                        by_class[(dcls, (c.module, up_parts[0]))].add(down_parts[1])
+                elif len(up_parts) == 1 and len(down_parts) == 1:
+                    by_file[(r.path, c.module)].add(r.owner)
+                break
+        classes = {}
+        for (dcls, up), methods in by_class.items():
+            ups = {a for a in anc.get(dcls, ())}
+            if f"{up[0]}.{up[1]}" in ups:
+                continue  # a subclass, not a fork: it inherits what upstream adds
+            short = dcls.rsplit(".", 1)[-1]
+            if len(methods) >= 2 or short.endswith(up[1]):
+                classes[(dcls, up)] = f"forked methods: {', '.join(sorted(methods)[:4])}"
+        files = {
+            key: f"forked functions: {', '.join(sorted(fns)[:4])}"
+            for key, fns in by_file.items()
+            if len(fns) >= 2
+        }
+        return classes, files
+
+    @staticmethod
+    def _defined(name: str, cmap) -> frozenset[str]:
+        names: set[str] = set()
+        todo, seen = [name], set()
+        while todo:
+            cur = todo.pop()
+            if cur in seen or cur not in cmap:
+                continue
+            seen.add(cur)
+            names.update(m.rsplit(".", 1)[-1] for m in cmap[cur].methods)
+            todo.extend(cmap[cur].bases)
+        return frozenset(names)
+
+    def _outside_call(self, member: str, cls: str) -> str | None:
+        """A new-upstream call ``x.member(...)`` that is not ``self.member`` inside ``cls``."""
+        if self.calls is None:
+            return None
+        for s in self.calls.sites(member):
+            if s.receiver is None or (s.receiver in _SELF and s.cls == cls):
+                continue
+            caller = f" (in `{s.caller}`)" if s.caller else ""
+            return f"{s.at} (`{s.receiver}.{member}(…)`{caller})"
+        return None
+
+
+def _line(c) -> str:
+    return f"{c.path}:{c.new.line if c.new is not None else '?'}"

@@ -1,0 +1,624 @@
+"""HOOK_NAME: a member that the new upstream reads from an object the backend provides,
+and that the backend's class does not define.
+
+Two shapes of the same coupling:
+
+- upstream *adds* a method ``m`` to a class ``C`` (``DeviceInterface``,
+  ``DeviceOpOverrides``, any upstream class a downstream class subclasses, through
+  downstream bases too) and the downstream subclass ``D`` defines no ``m``: ``D`` gets
+  whatever its upstream ancestors give, the new default of ``C`` (or an upstream subclass
+  in between, such as a CUDA one);
+- a changed upstream function *newly* reads a name by string from such an object:
+  ``getattr(obj, "_name")``, ``getattr(obj, "_name", None)``, ``hasattr(obj, "_name")``,
+  where ``obj`` is ``self``/``cls``/``type(self)`` of an upstream class, or a handle that
+  hands out the backend's object (``V.graph.device_ops``, ``get_interface_for_device(…)``:
+  ``data/backend_hooks.toml``), and neither ``D`` nor an upstream ancestor defines it.
+
+Facts for the rules (``hook.*`` in ``verdict_rules.toml``): ``hook_default_fails`` (the
+inherited default raises unconditionally or is CUDA-specific, or ``getattr`` has no
+default), ``hook_call_reaches`` (a new-upstream call or read reaches ``D`` outside any
+``if``), ``hook_call_conditional`` (every reaching call sits under an ``if``: the
+condition is quoted). The evidence names the read with ``file:line``, the downstream class
+with ``file:line`` and the default's behaviour. Nothing here picks a verdict.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+
+from instep.impact.join.breaking_path import UpstreamCalls
+from instep.impact.join.call_conditions import on_backend
+from instep.impact.join.matchers import Join
+from instep.impact.model import ChangeKind, CouplingKind, Reference, SymbolChange, UpstreamChange
+from instep.pyindex.model import SymbolKind, module_of
+from instep.tomlfile import parse_toml
+
+Lines = Callable[[UpstreamChange, SymbolChange], tuple[list[str] | None, list[str] | None]]
+UpClass = tuple[str, str]  # (module, class qualname) in the new upstream
+
+_SELF = frozenset({"self", "cls", "type(self)", "self.__class__"})
+_ARGS = re.compile(r"\((?:[^()]|\([^()]*\))*\)")
+_MAX_SITES = 200
+# a string read as text: (receiver, name); only files with a new one are parsed
+_TEXT_READ = re.compile(r"""\b(?:get|has)attr\(\s*([\w.()]+?)\s*,\s*["'](\w+)["']""")
+
+
+def load_handles() -> dict[str, str]:
+    """Receiver text (arguments as ``(*)``) -> the upstream class it hands out."""
+    text = (resources.files("instep.impact") / "data" / "backend_hooks.toml").read_text("utf-8")
+    out: dict[str, str] = {}
+    for h in parse_toml(text, "backend_hooks.toml").get("handle", []):
+        for r in h["receivers"]:
+            out[r] = h["class"]
+    return out
+
+
+def _receiver_key(text: str) -> str:
+    return _ARGS.sub("(*)", text)
+
+
+@dataclass(frozen=True)
+class Read:
+    """One place in the new upstream that reads the member from an object."""
+
+    at: str  # path:line
+    text: str  # the call or read as written, cut
+    receiver: str
+    how: str  # 'call' | 'getattr' | 'getattr_default' | 'hasattr'
+    condition: str | None  # innermost enclosing `if` inside its def (None: unconditional)
+    caller: str | None
+    cls: str | None  # class qualname enclosing the read
+
+
+class _Reads(ast.NodeVisitor):
+    """getattr/hasattr reads with a literal name, and calls of ``.name(...)``, each with
+    its enclosing class, def and innermost ``if`` test inside that def."""
+
+    def __init__(
+        self,
+        path: str,
+        call_names: frozenset[str] | None = frozenset(),
+        lines: list[str] | None = None,
+    ) -> None:
+        self.path = path
+        self.call_names = call_names
+        # with the file's lines, a def or class whose text has none of these is skipped
+        self.lines = lines
+        self.needles = ("attr(", *(call_names or ()))
+        self.classes: list[str] = []
+        self.defs: list[str] = []
+        self.conds: list[list[str]] = [[]]
+        self.out: list[tuple[str, Read]] = []  # (member name, read)
+
+    def _skip(self, node) -> bool:
+        if self.lines is None or self.call_names is None:
+            return False
+        start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+        text = "\n".join(self.lines[start - 1 : node.end_lineno])
+        return not any(n in text for n in self.needles)
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        if self._skip(node):
+            return
+        self.classes.append(node.name)
+        self.generic_visit(node)
+        self.classes.pop()
+
+    def visit_FunctionDef(self, node) -> None:
+        if self._skip(node):
+            return
+        self.defs.append(node.name)
+        self.conds.append([])
+        self.generic_visit(node)
+        self.conds.pop()
+        self.defs.pop()
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_If(self, node: ast.If) -> None:
+        self.visit(node.test)
+        for branch, label in (
+            (node.body, ("if {}", node.test)),
+            (node.orelse, ("not ({})", node.test)),
+        ):
+            self.conds[-1].append(label)
+            self._block(branch)
+            self.conds[-1].pop()
+
+    def generic_visit(self, node: ast.AST) -> None:
+        for _, value in ast.iter_fields(node):
+            if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
+                self._block(value)
+            elif isinstance(value, list):
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        self.visit(item)
+            elif isinstance(value, ast.AST):
+                self.visit(value)
+
+    def _block(self, stmts: list[ast.stmt]) -> None:
+        """Visit statements in order; after ``if not c: return`` (or raise, continue,
+        break) the rest of the block runs only under ``c``, as if inside ``if c:``."""
+        pushed = 0
+        for stmt in stmts:
+            self.visit(stmt)
+            guard = _early_exit(stmt) if isinstance(stmt, ast.If) else None
+            if guard is not None:
+                self.conds[-1].append(guard)
+                pushed += 1
+        del self.conds[-1][len(self.conds[-1]) - pushed :]
+
+    def visit_IfExp(self, node: ast.IfExp) -> None:
+        self.visit(node.test)
+        self.conds[-1].append(("if {}", node.test))
+        self.visit(node.body)
+        self.visit(node.orelse)
+        self.conds[-1].pop()
+
+    def visit_Call(self, node: ast.Call) -> None:
+        f = node.func
+        if (
+            isinstance(f, ast.Name)
+            and f.id in ("getattr", "hasattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+        ):
+            how = f.id if f.id == "hasattr" or len(node.args) == 2 else "getattr_default"
+            self._add(node.args[1].value, node, ast.unparse(node.args[0]), how)
+        elif isinstance(f, ast.Attribute) and (
+            self.call_names is None or f.attr in self.call_names
+        ):
+            self._add(f.attr, node, ast.unparse(f.value), "call")
+        self.generic_visit(node)
+
+    def _add(self, name: str, node: ast.Call, receiver: str, how: str) -> None:
+        cond = _label(self.conds[-1][-1]) if self.conds[-1] else None
+        self.out.append(
+            (
+                name,
+                Read(
+                    f"{self.path}:{node.lineno}",
+                    _cut(ast.unparse(node), 100),
+                    receiver,
+                    how,
+                    cond,
+                    ".".join(self.classes + self.defs[:1]) if self.defs else None,
+                    ".".join(self.classes) or None,
+                ),
+            )
+        )
+
+
+_LEAVES = (ast.Return, ast.Raise, ast.Continue, ast.Break)
+
+
+def _label(cond) -> str:
+    """An enclosing condition as quoted: a label, or (format, test) unparsed only now."""
+    if isinstance(cond, str):
+        return cond
+    form, test = cond
+    return form.format(_cut(ast.unparse(test), 80))
+
+
+def _early_exit(stmt: ast.stmt) -> str | None:
+    """The condition the statements after ``stmt`` run under when ``stmt`` is an ``if``
+    with one branch that leaves (``if not c: return`` -> ``c``), else None."""
+    if not isinstance(stmt, ast.If):
+        return None
+    body_leaves = bool(stmt.body) and isinstance(stmt.body[-1], _LEAVES)
+    else_leaves = bool(stmt.orelse) and isinstance(stmt.orelse[-1], _LEAVES)
+    if body_leaves == else_leaves:
+        return None  # neither leaves, or both do (nothing after it runs)
+    test = stmt.test
+    if body_leaves:
+        kept = (
+            test.operand if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) else None
+        )
+        text = f"if {ast.unparse(kept)}" if kept is not None else f"not ({ast.unparse(test)})"
+    else:
+        text = f"if {ast.unparse(test)}"
+    leave = (stmt.body if body_leaves else stmt.orelse)[-1]
+    return f"{_cut(text, 80)} (line {stmt.lineno} {type(leave).__name__.lower()}s otherwise)"
+
+
+def _backend_path(stmts: list[ast.stmt]) -> tuple[list[ast.stmt], ast.If | None]:
+    """The statements of ``stmts`` that run on an out-of-tree backend, in order, up to the
+    first that leaves the function: the branch a device test takes on the backend
+    (:func:`on_backend`) replaces the test, any other statement is kept whole. With the
+    device test that made it leave, if one did."""
+    out: list[ast.stmt] = []
+    for stmt in stmts:
+        value = on_backend(stmt.test) if isinstance(stmt, ast.If) else None
+        if isinstance(stmt, ast.If) and value is not None:
+            taken, guard = _backend_path(stmt.body if value else stmt.orelse)
+            out.extend(taken)
+            if taken and isinstance(taken[-1], (ast.Return, ast.Raise)):
+                return out, guard or stmt
+            continue
+        out.append(stmt)
+        if isinstance(stmt, (ast.Return, ast.Raise)):
+            return out, None
+    return out, None
+
+
+def _cut(text: str, n: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _reads_in(path: str, source: str, call_names: frozenset[str] = frozenset()):
+    try:
+        tree = ast.parse(source, path)
+    except (SyntaxError, ValueError):
+        return []
+    v = _Reads(path, call_names, source.splitlines())
+    v.visit(tree)
+    return v.out
+
+
+class HookNames:
+    """Match new upstream hooks to the downstream classes that lack them."""
+
+    def __init__(
+        self,
+        join: Join,
+        units: list[UpstreamChange],
+        lines_of: Lines,
+        down,
+        calls: UpstreamCalls | None,
+    ) -> None:
+        self.join = join
+        self.resolver = join.resolver
+        self.units = units
+        self.lines_of = lines_of
+        self.down = down
+        self.calls = calls
+        self.handles = {k: tuple(v.rsplit(".", 1)) for k, v in load_handles().items()}
+        self._texts: dict[str, ast.Module | None] = {}
+        self._reads_of: dict[str, list[Read]] = defaultdict(list)  # member -> calls of it
+        self._defs: dict[str, dict[str, list]] = {}
+        self._file_reads: dict[tuple[str, str], tuple[str, list, list]] = {}
+        self._sub_modules: frozenset[str] = frozenset()
+
+    # -- the downstream side ---------------------------------------------------------
+
+    def _subclassers(self) -> dict[UpClass, list[tuple[object, frozenset[str], list[UpClass]]]]:
+        """Upstream class -> the downstream classes with it in their upstream MRO, each
+        with the member names it (or a downstream base) defines and that MRO."""
+        cmap = self.down._class_map()
+        out: dict[UpClass, list] = defaultdict(list)
+        for name, anc in self.down.classes().items():
+            info = cmap.get(name)
+            if info is None:
+                continue
+            mro: list[UpClass] = []
+            for a in anc:
+                found = self.resolver.class_of(self.resolver.resolve(a))
+                if found is not None:
+                    mro.extend(x for x in self.resolver.ancestors(*found) if x not in mro)
+            defined = self._defined(name, cmap)
+            for up in mro:
+                out[up].append((info, defined, mro))
+        return out
+
+    @staticmethod
+    def _defined(name: str, cmap) -> frozenset[str]:
+        names: set[str] = set()
+        todo, seen = [name], set()
+        while todo:
+            cur = todo.pop()
+            if cur in seen or cur not in cmap:
+                continue
+            seen.add(cur)
+            names.update(m.rsplit(".", 1)[-1] for m in cmap[cur].methods)
+            todo.extend(cmap[cur].bases)
+        return frozenset(names)
+
+    # -- the upstream side -------------------------------------------------------------
+
+    def _tree(self, path: str) -> ast.Module | None:
+        if self.calls is not None and path in self.calls.texts():
+            return self.calls.tree(path)  # parsed once for every user of the calls
+        if path not in self._texts:
+            data = None
+            if self.calls is not None:
+                try:
+                    data = self.calls.read(path)
+                except (OSError, KeyError):
+                    data = None
+            try:
+                self._texts[path] = ast.parse(data.decode("utf-8", "replace")) if data else None
+            except (SyntaxError, ValueError):
+                self._texts[path] = None
+        return self._texts[path]
+
+    def _provider(self, mro: list[UpClass], member: str) -> tuple[UpClass, str] | None:
+        """The first class of ``mro`` defining ``member``, with its path."""
+        for mod, qual in mro:
+            idx = self.resolver.index(mod)
+            sym = idx.symbols.get(f"{qual}.{member}") if idx is not None else None
+            if sym is not None:
+                return (mod, qual), f"{sym.path}:{sym.line}"
+        return None
+
+    def _default(self, where: str, qual: str, member: str) -> tuple[bool, str]:
+        """(the default fails, what it does) for ``qual.member`` defined at ``where``."""
+        path, _, line = where.rpartition(":")
+        tree = self._tree(path)
+        fn = None
+        if tree is not None:
+            if path not in self._defs:  # every def of the file by name, collected once
+                defs: dict[str, list] = defaultdict(list)
+                for node in ast.walk(tree):
+                    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        defs[node.name].append(node)
+                self._defs[path] = defs
+            fn = next(
+                (
+                    node
+                    for node in self._defs[path].get(member, ())
+                    if node.lineno <= int(line) <= (node.end_lineno or node.lineno)
+                ),
+                None,
+            )
+        if fn is None:
+            return False, f"`{qual}.{member}` ({where}), body not read"
+        body = [
+            s
+            for s in fn.body
+            if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
+        ]
+        ran, guard = _backend_path(body)  # what runs on an out-of-tree backend
+        for s in ran:
+            if isinstance(s, ast.Raise):
+                exc = s.exc.func if isinstance(s.exc, ast.Call) else s.exc
+                name = ast.unparse(exc) if exc is not None else "again"
+                return True, f"the default `{qual}.{member}` ({where}) raises {name}"
+        code = "\n".join(ast.unparse(s) for s in ran)
+        in_cuda_file = guard is None and "cuda" in path.lower()
+        if in_cuda_file or re.search(r"\bcuda\b|\bCUDA\b|torch\.cuda", code):
+            return True, f"the default `{qual}.{member}` ({where}) is CUDA-specific"
+        if guard is not None:
+            leave = ran[-1]
+            value = (
+                ast.unparse(leave.value)
+                if isinstance(leave, ast.Return) and leave.value
+                else "None"
+            )
+            return False, (
+                f"the default `{qual}.{member}` ({where}) returns `{_cut(value, 60)}` on a device "
+                f"other than the in-tree ones (`if {_cut(ast.unparse(guard.test), 80)}`, "
+                f"line {guard.lineno})"
+            )
+        if len(ran) == 1 and isinstance(ran[0], ast.Return):
+            value = ast.unparse(ran[0].value) if ran[0].value is not None else "None"
+            return False, f"the default `{qual}.{member}` ({where}) returns `{_cut(value, 60)}`"
+        if all(isinstance(s, ast.Pass) for s in ran):
+            return False, f"the default `{qual}.{member}` ({where}) does nothing"
+        return False, f"the default `{qual}.{member}` ({where}) runs upstream's generic code"
+
+    def _may_lack(self, receiver: str, name: str, enclosing: list[UpClass], subs) -> bool:
+        """Can a textual read of ``name`` from ``receiver`` find a downstream class that
+        lacks it? ``self`` inside an upstream class the downstream subclasses (one of
+        ``enclosing``), or a handle of such a class, and a downstream class that neither
+        defines nor inherits ``name`` from upstream nor names it in its file."""
+        if receiver in _SELF:
+            ups = [up for up in enclosing if up in subs]
+        else:
+            handed = self.handles.get(_receiver_key(receiver))
+            ups = [handed] if handed in subs else []
+        return any(
+            name not in defined
+            and name not in self.join.names_in(info.path)
+            and self._provider(mro, name) is None
+            for up in ups
+            for info, defined, mro in subs[up]
+        )
+
+    def _receiver_class(self, read: Read, path: str) -> UpClass | None:
+        if read.receiver in _SELF and read.cls:
+            return module_of(path), read.cls
+        dotted = self.handles.get(_receiver_key(read.receiver))
+        return (dotted[0], dotted[1]) if dotted else None
+
+    # -- matching ----------------------------------------------------------------------
+
+    def match(self) -> int:
+        """Add the HOOK_NAME couplings; how many."""
+        subs = self._subclassers()
+        if not subs:
+            return 0
+        self._sub_modules = frozenset(mod for mod, _ in subs)
+        before = sum(len(v) for v in self.join.out.values())
+        if self.calls is not None:  # the calls of every added member a holder lacks: one pass
+            where: dict[str, set[str]] = defaultdict(set)  # member -> modules of its MROs
+            for u in self.units:
+                for c in u.changes:
+                    if c.kind is ChangeKind.ADDED and c.symbol_kind is SymbolKind.METHOD:
+                        cls_q, member = c.qualname.rsplit(".", 1)
+                        for _, defined, mro in subs.get((c.module, cls_q), ()):
+                            if member not in defined:
+                                where[member].update(mod for mod, _ in mro)
+            self._member_reads(where)
+        for i, u in enumerate(self.units):
+            for c in u.changes:
+                if c.kind is ChangeKind.ADDED and c.symbol_kind is SymbolKind.METHOD:
+                    self._added_member(i, c, subs)
+                if c.aspects & {ChangeKind.BODY, ChangeKind.ADDED} and c.symbol_kind in (
+                    SymbolKind.FUNCTION,
+                    SymbolKind.METHOD,
+                ):
+                    self._new_reads(i, u, c, subs)
+        return sum(len(v) for v in self.join.out.values()) - before
+
+    def _added_member(self, i: int, c: SymbolChange, subs) -> None:
+        cls_q, member = c.qualname.rsplit(".", 1)
+        if member.startswith("__") and member.endswith("__"):
+            return
+        holders = subs.get((c.module, cls_q))
+        if not holders:
+            return
+        for info, defined, mro in holders:
+            if member in defined:
+                continue  # added.collides decides that one
+            prov = self._provider(mro, member)
+            if prov is None:
+                continue
+            (_, pqual), where = prov
+            fails, default = self._default(where, pqual, member)
+            reads = self._reads_of.get(member, [])
+            reaching = [r for r in reads[:_MAX_SITES] if self._reaches(r, mro, defined)]
+            if not fails and not reaching:
+                continue  # a usable default nothing reaches: nothing to test
+            self._emit(i, c, info, member, fails, default, reaching, len(reads) > _MAX_SITES)
+
+    def _member_reads(self, where: dict[str, set[str]]) -> None:
+        """Calls ``x.name(…)`` of each name of ``where`` that can reach a downstream
+        object, with their conditions: only in files of the modules ``where`` gives for it
+        (its holders' upstream MRO: ``self.name()``) or files that name a handle
+        (``V.graph.device_ops``), only in the defs whose text names it; each file parsed
+        once."""
+        assert self.calls is not None
+        handles = {h.split("(", 1)[0].encode() for h in self.handles}
+        raws = [(n, n.encode(), mods) for n, mods in where.items()]
+        for path, text in self.calls.texts().items():
+            module = module_of(path)
+            handled = any(h in text for h in handles)
+            here = frozenset(
+                n for n, raw, mods in raws if (handled or module in mods) and raw in text
+            )
+            tree = self.calls.tree(path) if here else None
+            if tree is None:
+                continue
+            for name, r in _reads_in_tree(path, tree, here, self.calls.lines(path)):
+                if r.how == "call" and name in here:
+                    text_ = f"{r.receiver}.{name}(…)"
+                    self._reads_of[name].append(
+                        Read(r.at, text_, r.receiver, "call", r.condition, r.caller, r.cls)
+                    )
+
+    def _reaches(self, r: Read, mro: list[UpClass], defined: frozenset[str]) -> bool:
+        path = r.at.rsplit(":", 1)[0]
+        up = self._receiver_class(r, path)
+        if up is None or up not in mro:
+            return False
+        # a caller the downstream class overrides does not run on it
+        return not (r.receiver in _SELF and r.caller and r.caller.rsplit(".", 1)[-1] in defined)
+
+    def _new_reads(self, i: int, u: UpstreamChange, c: SymbolChange, subs) -> None:
+        if c.new is None:
+            return
+        old_lines, new_lines = self.lines_of(u, c)
+        if new_lines is None:
+            return
+        # a textual pre-filter on the changed def alone: a string read it did not have,
+        # of a name some downstream class behind that receiver lacks
+        new_def = "\n".join(new_lines[c.new.line - 1 : c.new.end_line])
+        if "attr(" not in new_def:
+            return
+        old_def = ""
+        if c.old is not None and old_lines is not None:
+            old_def = "\n".join(old_lines[c.old.line - 1 : c.old.end_line])
+        fresh = set(_TEXT_READ.findall(new_def)) - set(_TEXT_READ.findall(old_def))
+        module, parts = module_of(c.path), c.qualname.split(".")
+        enclosing = [(module, ".".join(parts[:k])) for k in range(1, len(parts))]
+        if not any(self._may_lack(recv, name, enclosing, subs) for recv, name in fresh):
+            return
+        memo_key = (u.id, c.path)
+        if memo_key not in self._file_reads:
+            new_src = "\n".join(new_lines)
+            old_src = "\n".join(old_lines) if old_lines is not None else ""
+            self._file_reads[memo_key] = (
+                new_src,
+                _reads_in(c.path, new_src),
+                _reads_in(c.path, old_src) if "attr(" in old_src else [],
+            )
+        new_src, new_all, old_all = self._file_reads[memo_key]
+        new = list(new_all)
+        if not new:
+            return
+        new.sort(key=lambda nr: nr[1].how != "getattr")  # one coupling per place: worst first
+        span = (c.new.line, c.new.end_line)
+        old_keys: set[tuple[str, str]] = set()
+        if c.old is not None:
+            for name, r in old_all:
+                line = int(r.at.rsplit(":", 1)[1])
+                if c.old.line <= line <= c.old.end_line:
+                    old_keys.add((name, r.receiver))
+        for name, r in new:
+            line = int(r.at.rsplit(":", 1)[1])
+            if not (span[0] <= line <= span[1]) or (name, r.receiver) in old_keys:
+                continue
+            up = self._receiver_class(r, c.path)
+            holders = subs.get(up) if up is not None else None
+            if not holders or re.search(rf"\bself\.{re.escape(name)}\s*[:=]", new_src):
+                continue  # not a backend object, or an instance attribute upstream sets
+            for info, defined, mro in holders:
+                if name in defined or name in self.join.names_in(info.path):
+                    continue
+                if self._provider(mro, name) is not None:
+                    continue  # an upstream ancestor defines it: the read finds that
+                if r.how == "getattr":
+                    fails, default = True, "no default: AttributeError when it is missing"
+                elif r.how == "getattr_default":
+                    fails, default = False, "read with a default when it is missing"
+                else:
+                    fails, default = False, "`hasattr` is False when it is missing"
+                self._emit(i, c, info, name, fails, default, [r], False)
+
+    def _emit(self, i, c, info, member, fails, default, reaching, capped) -> None:
+        facts = set()
+        if fails:
+            facts.add("hook_default_fails")
+        unconditional = [r for r in reaching if r.condition is None]
+        if unconditional:
+            facts.add("hook_call_reaches")
+            first = unconditional[0]
+            how = f"reads it at {first.at} (`{first.text}`"
+            how += f", in `{first.caller}`)" if first.caller else ")"
+        elif reaching:
+            facts.add("hook_call_conditional")
+            first = reaching[0]
+            how = f"reads it only under `{first.condition}`: {first.at} (`{first.text}`" + (
+                f", in `{first.caller}`)" if first.caller else ")"
+            )
+        else:
+            how = "no new-upstream call reaching it was found" + (
+                f" (more than {_MAX_SITES} calls of the name: not followed)" if capped else ""
+            )
+        if len(reaching) > 1:
+            how += f" and at {len(reaching) - 1} more place(s)"
+        evidence = (
+            f"upstream {how}; `{info.qualname}` ({info.path}:{info.line}) does not define "
+            f"`{member}`; {default}"
+        )
+        ref = Reference(
+            CouplingKind.HOOK_NAME,
+            f"{c.module}.{c.qualname}",
+            info.path,
+            info.line,
+            info.snippet,
+            detail=f"lacks `{member}`",
+            owner=info.qualname,
+        )
+        self.join.add(
+            i,
+            c,
+            ref,
+            CouplingKind.HOOK_NAME,
+            detail=f"lacks `{member}`",
+            extra=frozenset(facts),
+            evidence=evidence,
+        )
+
+
+def _reads_in_tree(path: str, tree: ast.Module, names: frozenset[str] | None, lines=None):
+    v = _Reads(path, names, lines)
+    v.visit(tree)
+    return v.out
