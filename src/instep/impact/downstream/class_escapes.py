@@ -35,6 +35,8 @@ import ast
 import re
 from collections.abc import Callable, Iterable
 
+from instep.impact.upstream.sources.snapshot import read_texts
+
 _NAME_ATTRS = frozenset({"__name__", "__qualname__", "__module__"})
 _TYPE_TESTS = frozenset({"isinstance", "issubclass"})
 
@@ -80,15 +82,7 @@ class ClassEscapes:
 
     def _all(self) -> dict[str, bytes]:
         if self._texts is None:
-            texts = {}
-            for p in self.paths:
-                try:
-                    data = self.read(p)
-                except (OSError, KeyError):
-                    data = None
-                if data:
-                    texts[p] = data
-            self._texts = texts
+            self._texts = read_texts(self.paths, self.read)
         return self._texts
 
     def _tree(self, path: str) -> tuple[ast.Module, dict[ast.AST, ast.AST]] | None:

@@ -27,6 +27,21 @@ def ancestors(
     return out
 
 
+def members_defined(cls: str, classes: dict[str, DownstreamClass]) -> frozenset[str]:
+    """The method names a downstream class defines, its downstream bases' included (what it
+    does not inherit from upstream)."""
+    names: set[str] = set()
+    todo, seen = [cls], set()
+    while todo:
+        cur = todo.pop()
+        if cur in seen or cur not in classes:
+            continue
+        seen.add(cur)
+        names.update(m.rsplit(".", 1)[-1] for m in classes[cur].methods)
+        todo.extend(classes[cur].bases)
+    return frozenset(names)
+
+
 def subclass_refs(
     info: DownstreamClass,
     ancestors: list[str],

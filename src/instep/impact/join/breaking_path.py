@@ -48,6 +48,7 @@ from instep.impact.downstream.class_escapes import ClassEscapes
 from instep.impact.downstream.wholesale import Swap
 from instep.impact.join import call_conditions
 from instep.impact.model import ChangeKind, CouplingKind, Reference, SymbolChange
+from instep.impact.upstream.sources.snapshot import read_texts
 from instep.pyindex.model import SymbolKind, module_of
 from instep.pyindex.signatures import call_problems, call_shape, incompatibilities, parse_params
 
@@ -268,15 +269,7 @@ class UpstreamCalls:
 
     def _all_texts(self) -> dict[str, bytes]:
         if self._texts is None:
-            texts = {}
-            for p in self.paths:
-                try:
-                    data = self.read(p)
-                except (OSError, KeyError):
-                    data = None
-                if data:
-                    texts[p] = data
-            self._texts = texts
+            self._texts = read_texts(self.paths, self.read)
         return self._texts
 
     def _tree(self, path: str) -> ast.Module | None:

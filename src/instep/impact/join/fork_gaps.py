@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
+from instep.impact.downstream.subclasses import members_defined
 from instep.impact.join.breaking_path import UpstreamCalls
 from instep.impact.join.matchers import Join
 from instep.impact.model import ChangeKind, CouplingKind, Reference, UpstreamChange
@@ -73,7 +74,7 @@ class ForkGaps:
             info = cmap.get(dcls)
             if not hits or info is None:
                 continue
-            defined = self._defined(dcls, cmap)
+            defined = members_defined(dcls, cmap)
             swapped = [p for p, value in swaps.get(f"{up[0]}.{up[1]}", ()) if value == dcls]
             for i, c in hits:
                 member = c.qualname.split(".")[1]
@@ -185,19 +186,6 @@ class ForkGaps:
             if len(fns) >= 2
         }
         return classes, files
-
-    @staticmethod
-    def _defined(name: str, cmap) -> frozenset[str]:
-        names: set[str] = set()
-        todo, seen = [name], set()
-        while todo:
-            cur = todo.pop()
-            if cur in seen or cur not in cmap:
-                continue
-            seen.add(cur)
-            names.update(m.rsplit(".", 1)[-1] for m in cmap[cur].methods)
-            todo.extend(cmap[cur].bases)
-        return frozenset(names)
 
     def _outside_call(self, member: str, cls: str) -> str | None:
         """A new-upstream call ``x.member(...)`` that is not ``self.member`` inside ``cls``."""

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 
+from instep.impact.downstream.subclasses import members_defined
 from instep.impact.join.breaking_path import UpstreamCalls
 from instep.impact.join.call_conditions import on_backend
 from instep.impact.join.matchers import Join
@@ -302,23 +303,10 @@ class HookNames:
                 found = self.resolver.class_of(self.resolver.resolve(a))
                 if found is not None:
                     mro.extend(x for x in self.resolver.ancestors(*found) if x not in mro)
-            defined = self._defined(name, cmap)
+            defined = members_defined(name, cmap)
             for up in mro:
                 out[up].append((info, defined, mro))
         return out
-
-    @staticmethod
-    def _defined(name: str, cmap) -> frozenset[str]:
-        names: set[str] = set()
-        todo, seen = [name], set()
-        while todo:
-            cur = todo.pop()
-            if cur in seen or cur not in cmap:
-                continue
-            seen.add(cur)
-            names.update(m.rsplit(".", 1)[-1] for m in cmap[cur].methods)
-            todo.extend(cmap[cur].bases)
-        return frozenset(names)
 
     # -- the upstream side -------------------------------------------------------------
 

@@ -24,6 +24,7 @@ import hashlib
 import logging
 import os
 import stat
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -240,6 +241,20 @@ class TreeSnapshot:
             log.warning("skipping %s: binary content (NUL byte) in a source file", file)
             return False
         return True
+
+
+def read_texts(paths: Iterable[str], read: Callable[[str], bytes | None]) -> dict[str, bytes]:
+    """``path -> bytes`` of the files that can be read and are not empty (a file gone
+    from the snapshot, or unreadable, is left out rather than raising)."""
+    texts: dict[str, bytes] = {}
+    for p in paths:
+        try:
+            data = read(p)
+        except (OSError, KeyError):
+            data = None
+        if data:
+            texts[p] = data
+    return texts
 
 
 def same_content(old: Snapshot, new: Snapshot, path: str, old_path: str | None = None) -> bool:
