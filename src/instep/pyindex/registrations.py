@@ -114,6 +114,20 @@ def dotted_name(node: ast.AST) -> str | None:
     return None
 
 
+def op_path(node: ast.AST) -> list[str] | None:
+    """The parts of a dotted op reference after ``torch.ops`` / ``ops`` (``aten.x.y`` ->
+    ['aten', 'x', 'y']); None for an expression that is not a dotted name."""
+    dotted = dotted_name(node)
+    if dotted is None:
+        return None
+    parts = dotted.split(".")
+    if parts[:2] == ["torch", "ops"]:
+        return parts[2:]
+    if parts[0] == "ops" and len(parts) >= 3:
+        return parts[1:]
+    return parts
+
+
 def op_key(node: ast.AST) -> tuple[str, str | None] | None:
     """An op reference as (``ns.op``, overload) or None.
 
@@ -127,15 +141,8 @@ def op_key(node: ast.AST) -> tuple[str, str | None] | None:
         ns, _, rest = text.partition("::")
         name, _, overload = rest.partition(".")
         return (f"{ns}.{name}", overload or None) if ns and name else None
-    dotted = dotted_name(node)
-    if dotted is None:
-        return None
-    parts = dotted.split(".")
-    if parts[:2] == ["torch", "ops"]:
-        parts = parts[2:]
-    elif parts[0] == "ops" and len(parts) >= 3:
-        parts = parts[1:]
-    if len(parts) < 2 or parts[0] not in OP_NAMESPACES:
+    parts = op_path(node)
+    if parts is None or len(parts) < 2 or parts[0] not in OP_NAMESPACES:
         return None
     if len(parts) == 2:
         return f"{parts[0]}.{parts[1]}", None

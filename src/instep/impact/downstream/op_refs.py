@@ -30,7 +30,7 @@ import ast
 import re
 
 from instep.impact.model import CouplingKind, Reference, VersionGate
-from instep.pyindex.registrations import callee_name, dotted_name, registrars
+from instep.pyindex.registrations import callee_name, dotted_name, op_path, registrars
 
 SCHEMA_PREFIX = "schema:"
 HOP_PREFIX = "hop:"
@@ -63,14 +63,7 @@ def _catches_attribute_error(handler: ast.ExceptHandler) -> bool:
 
 def _op_name(node: ast.Attribute) -> tuple[str, str, str | None] | None:
     """(namespace, op, overload or None) of ``aten.x.y`` / ``torch.ops.higher_order.x``."""
-    dotted = dotted_name(node)
-    if dotted is None:
-        return None
-    parts = dotted.split(".")
-    if parts[:2] == ["torch", "ops"]:
-        parts = parts[2:]
-    elif parts[0] == "ops" and len(parts) >= 3:
-        parts = parts[1:]
+    parts = op_path(node)
     if not parts:
         return None
     if parts[0] == "aten" and len(parts) in (2, 3):

@@ -120,28 +120,19 @@ def needs_search(change: SymbolChange, ref: Reference, kind: CouplingKind) -> bo
     )
 
 
-class _Sites(ast.NodeVisitor):
+class _Sites(call_conditions.GuardedVisitor):
     def __init__(self, path: str, names: frozenset[str], lines: list[str] | None = None) -> None:
+        super().__init__()
         self.path = path
         self.names = names
         # with the file's lines, a def or class whose text names none of ``names`` is skipped
         self.lines = None if lines is None or SELF_CONSTRUCTION in names else lines
         self.stack: list[tuple[str, str]] = []  # ('class'|'def', name)
         self.out: dict[str, list[CallSite]] = {n: [] for n in names}
-        self.guards: list[str] = []
         self.conditional: list[dict[str, str]] = [{}]
 
-    def visit_If(self, node: ast.If) -> None:
-        why = call_conditions.never_met(node.test, self.conditional[-1])
-        self.visit(node.test)
-        if why:
-            self.guards.append(why)
-        for stmt in node.body:
-            self.visit(stmt)
-        if why:
-            self.guards.pop()
-        for stmt in node.orelse:
-            self.visit(stmt)
+    def unmet(self, test: ast.expr) -> str | None:
+        return call_conditions.never_met(test, self.conditional[-1])
 
     def _names_none(self, node: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         if self.lines is None:

@@ -114,20 +114,18 @@ def _is_none(node: ast.expr | None) -> bool:
     return isinstance(node, ast.Constant) and node.value is None
 
 
-class _Assignments(ast.NodeVisitor):
-    """Per local name: the conditions of its non-None assignments (None: unconditional)."""
+class GuardedVisitor(ast.NodeVisitor):
+    """Visits an ``if`` body with the condition it never meets on the backend pushed on
+    ``guards`` (``guards[-1]`` is the innermost); ``else`` branches run unguarded."""
 
     def __init__(self) -> None:
         self.guards: list[str] = []
-        self.seen: dict[str, list[str | None]] = {}
 
-    def visit_FunctionDef(self, node: ast.AST) -> None:
-        return  # a nested def has its own locals
-
-    visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = visit_FunctionDef
+    def unmet(self, test: ast.expr) -> str | None:
+        return never_met(test)
 
     def visit_If(self, node: ast.If) -> None:
-        why = never_met(node.test)
+        why = self.unmet(node.test)
         self.visit(node.test)
         if why:
             self.guards.append(why)
@@ -137,6 +135,19 @@ class _Assignments(ast.NodeVisitor):
             self.guards.pop()
         for stmt in node.orelse:
             self.visit(stmt)
+
+
+class _Assignments(GuardedVisitor):
+    """Per local name: the conditions of its non-None assignments (None: unconditional)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: dict[str, list[str | None]] = {}
+
+    def visit_FunctionDef(self, node: ast.AST) -> None:
+        return  # a nested def has its own locals
+
+    visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = visit_FunctionDef
 
     def _bind(self, target: ast.expr, value: ast.expr | None) -> None:
         if isinstance(target, ast.Name):
