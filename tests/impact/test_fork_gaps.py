@@ -71,11 +71,13 @@ GRAPH_NEW = (
     "def run(graph):\n    graph.scheduler.prune_deps()\n    return graph.scheduler.codegen()\n"
 )
 LOW_OLD = _function("make_e", "e", False) + _function("make_f", "f", False)
-LOW_NEW = (  # make_h: called by make_e, which npu_make_e forks; make_g: called by nobody
+LOW_NEW = (  # make_h: called by make_e, which npu_make_e forks; make_g: called by nobody;
+    # make_k: called by make_f, which the downstream copies twice (make_f, npu_make_f)
     _function("make_e", "e", True, calls="make_h")
-    + _function("make_f", "f", True)
+    + _function("make_f", "f", True, calls="make_k")
     + "\n\ndef make_g(x):\n    return x\n"
     + "\n\ndef make_h(x):\n    return x\n"
+    + "\n\ndef make_k(x):\n    return x\n"
 )
 
 DOWN_SCHED = (
@@ -94,7 +96,11 @@ DOWN_PATCH = textwrap.dedent(
     sched.Scheduler = NPUScheduler
     """
 )
-DOWN_LOW = _function("npu_make_e", "e", False) + _function("npu_make_f", "f", False)
+DOWN_LOW = (
+    _function("npu_make_e", "e", False)
+    + _function("npu_make_f", "f", False)
+    + _function("make_f", "f", False)
+)
 
 
 @pytest.fixture(scope="module")
@@ -167,6 +173,11 @@ def test_a_forked_file_lacking_a_function_its_copies_now_call_is_test(gaps):
     assert c["downstream"] == "torch_npu/_inductor/npu_low.py:2"  # the copy: a fork, renamed
     assert "forks torch/_inductor/low.py" in c["evidence"]
     assert "upstream's `make_e` now calls it" in c["evidence"]
+
+
+def test_a_gap_sits_at_the_same_named_copy_before_a_renamed_one(gaps):
+    c = _one(gaps, "make_k", "make_f")  # one coupling, not one per copy
+    assert c["owner"] == "make_f"
 
 
 def test_a_forked_file_lacking_a_function_nobody_calls_is_no_gap(gaps):

@@ -182,8 +182,9 @@ class ForkGaps:
         return None
 
     def _copy_names(self, fork: str, defined) -> dict[str, str]:
-        """Upstream member name -> the fork's copy: a fork of it (any name), or the same name."""
-        return {n: n for n in defined} | self._copies.get(fork, {})
+        """Upstream member name -> the fork's copy: the same name, else a fork of it under
+        another name (``npu_make_e`` for ``make_e``; never a sibling that also looks like it)."""
+        return self._copies.get(fork, {}) | {n: n for n in defined}
 
     def _function(self, path: str, qualname: str):
         fi = self.down.files.get(path)
