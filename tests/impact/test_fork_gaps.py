@@ -10,9 +10,12 @@ import pytest
 from .gitrepo import impact_of_commit
 
 
-def _method(name: str, tag: str, changed: bool) -> str:
-    """A method long enough for fork detection; ``changed`` edits its last line."""
+def _method(name: str, tag: str, changed: bool, calls: str = "") -> str:
+    """A method long enough for fork detection; ``changed`` edits its last line, ``calls``
+    (``self.m`` or ``m``) adds a call before it."""
     tail = f"return merged_{tag} or None" if changed else f"return merged_{tag}"
+    if calls:
+        tail = f"{calls}(merged_{tag})\n{' ' * 16}{tail}"  # at the body's indent in the text
     return textwrap.indent(
         textwrap.dedent(
             f"""
@@ -35,12 +38,14 @@ def _method(name: str, tag: str, changed: bool) -> str:
     )
 
 
-def _function(name: str, tag: str, changed: bool) -> str:
-    return textwrap.dedent(_method(name, tag, changed)).replace("(self, ", "(")
+def _function(name: str, tag: str, changed: bool, calls: str = "") -> str:
+    return textwrap.dedent(_method(name, tag, changed, calls)).replace("(self, ", "(")
 
 
-def _class(name: str, tags: list[str], changed: bool, extra: str = "") -> str:
-    body = "".join(_method(f"pass_{t}", t, changed) for t in tags)
+def _class(
+    name: str, tags: list[str], changed: bool, extra: str = "", calls: dict | None = None
+) -> str:
+    body = "".join(_method(f"pass_{t}", t, changed, (calls or {}).get(t, "")) for t in tags)
     return f"class {name}:\n{body}{extra}\n"
 
 
@@ -49,17 +54,30 @@ UP_OLD = _class("Scheduler", ["a", "b"], False) + "\n" + _class("Kernel", ["c", 
 UP_NEW = (
     _class("Scheduler", ["a", "b"], True, NEW_METHOD)
     + "\n"
-    + _class("Kernel", ["c", "d"], True, NEW_METHOD.replace("prune_deps", "new_hook"))
+    + _class(
+        "Kernel",
+        ["c", "d"],
+        True,
+        # new_hook: called by pass_c, which the fork copies; spare_hook: only by drain,
+        # which the fork lacks too and nobody calls
+        NEW_METHOD.replace("prune_deps(self)", "new_hook(self, merged)")
+        + NEW_METHOD.replace("prune_deps", "drain").replace("None", "self.spare_hook()")
+        + NEW_METHOD.replace("prune_deps", "spare_hook"),
+        calls={"c": "self.new_hook"},
+    )
 )
 GRAPH_OLD = "def run(graph):\n    return graph.scheduler.codegen()\n"
 GRAPH_NEW = (
     "def run(graph):\n    graph.scheduler.prune_deps()\n    return graph.scheduler.codegen()\n"
 )
 LOW_OLD = _function("make_e", "e", False) + _function("make_f", "f", False)
-LOW_NEW = (
-    _function("make_e", "e", True)
-    + _function("make_f", "f", True)
+LOW_NEW = (  # make_h: called by make_e, which npu_make_e forks; make_g: called by nobody;
+    # make_k: called by make_f, which the downstream copies twice (make_f, npu_make_f)
+    _function("make_e", "e", True, calls="make_h")
+    + _function("make_f", "f", True, calls="make_k")
     + "\n\ndef make_g(x):\n    return x\n"
+    + "\n\ndef make_h(x):\n    return x\n"
+    + "\n\ndef make_k(x):\n    return x\n"
 )
 
 DOWN_SCHED = (
@@ -78,7 +96,11 @@ DOWN_PATCH = textwrap.dedent(
     sched.Scheduler = NPUScheduler
     """
 )
-DOWN_LOW = _function("npu_make_e", "e", False) + _function("npu_make_f", "f", False)
+DOWN_LOW = (
+    _function("npu_make_e", "e", False)
+    + _function("npu_make_f", "f", False)
+    + _function("make_f", "f", False)
+)
 
 
 @pytest.fixture(scope="module")
@@ -129,17 +151,34 @@ def test_a_patched_in_fork_lacking_a_method_upstream_calls_is_shim(gaps):
     assert "torch_npu/_inductor/patches.py" in ev and "sched.py:" in ev
 
 
-def test_a_fork_lacking_a_method_nobody_calls_outside_is_test(gaps):
+def test_a_fork_lacking_a_method_that_a_method_it_copies_now_calls_is_test(gaps):
     c = _one(gaps, "new_hook", "NPUKernel")
     assert (c["action"], c["rule"]) == ("Test", "fork.lacks_added")
-    assert "no new-upstream call of it on another object" in c["evidence"]
+    assert c["owner"] == "NPUKernel.pass_c"  # at the fork's copy of the caller
+    assert "upstream's `Kernel.pass_c` now calls it (torch/_inductor/sched.py:" in c["evidence"]
+
+
+def test_a_method_only_uncopied_upstream_code_or_nobody_calls_is_no_gap(gaps):
+    lacked = {c["detail"] for c in gaps if c["owner"].startswith("NPUKernel")}
+    assert lacked == {"fork lacks `new_hook`"}  # not spare_hook (drain calls it), not drain
 
 
 def test_a_subclass_is_not_a_fork_and_inherits_what_upstream_adds(gaps):
     assert not [c for c in gaps if c["owner"] == "NPUSubKernel"]
 
 
-def test_a_forked_file_lacking_a_function_upstream_added_is_test(gaps):
-    c = _one(gaps, "make_g", "torch_npu/_inductor/npu_low.py")
+def test_a_forked_file_lacking_a_function_its_copies_now_call_is_test(gaps):
+    c = _one(gaps, "make_h", "npu_make_e")
     assert (c["action"], c["rule"]) == ("Test", "fork.lacks_added")
+    assert c["downstream"] == "torch_npu/_inductor/npu_low.py:2"  # the copy: a fork, renamed
     assert "forks torch/_inductor/low.py" in c["evidence"]
+    assert "upstream's `make_e` now calls it" in c["evidence"]
+
+
+def test_a_gap_sits_at_the_same_named_copy_before_a_renamed_one(gaps):
+    c = _one(gaps, "make_k", "make_f")  # one coupling, not one per copy
+    assert c["owner"] == "make_f"
+
+
+def test_a_forked_file_lacking_a_function_nobody_calls_is_no_gap(gaps):
+    assert not [c for c in gaps if c["detail"] == "fork lacks `make_g`"]

@@ -10,12 +10,22 @@ functions that are near-copies of changed upstream functions). From them:
 - a downstream file forks the upstream module ``M`` when two or more of its module-level
   functions are forks of module-level functions of ``M``.
 
-Each method added to ``C`` (dunders apart) that ``D`` and its downstream bases do not
-define, and each function added to ``M`` that the file does not define, is a FORK
-coupling with the fact ``fork_lacks_added``; ``added_called_on_fork`` when the new upstream
-calls the method on an object outside ``C`` (``x.m(...)``, not ``self.m`` inside ``C``,
-whose callers the fork copies) *and* the downstream puts ``D`` in ``C``'s place (a
-monkey-patch of ``C`` in a file that names ``D``). The evidence names the member, its
+A method added to ``C`` (dunders apart) that ``D`` and its downstream bases do not
+define, or a function added to ``M`` that the file does not define, is a FORK coupling
+(fact ``fork_lacks_added``) only where the fork runs without it:
+
+- the new upstream calls it from a member the fork has its own copy of (``self.m()`` in
+  ``C.f``, and ``D`` defines ``f``; ``m()`` in ``M.f``, and the file defines ``f``): the
+  copy keeps the old body, which does not. The coupling sits at the copy's line, so a
+  version gate around the copy applies (a copy kept for older torch only is the old
+  branch);
+- or the new upstream calls it on an object outside ``C`` (``x.m(...)``) *and* the
+  downstream puts ``D`` in ``C``'s place (a monkey-patch of ``C`` in a file that names
+  ``D``): ``added_called_on_fork``.
+
+Anything else the fork lacks is only called by upstream code the fork does not copy (it
+runs upstream's, which has it), or by nobody: judged noise on torch-npu 2.13.0
+(docs/validation/impact-new-kinds.md), no coupling. The evidence names the member, its
 upstream ``file:line`` and the call. Nothing here detects forks or picks a verdict.
 """
 
@@ -25,6 +35,7 @@ import re
 from collections import defaultdict
 
 from instep.impact.downstream.subclasses import members_defined
+from instep.impact.downstream.version_gates import GateLookup
 from instep.impact.join.breaking_path import UpstreamCalls
 from instep.impact.join.matchers import Join
 from instep.impact.model import ChangeKind, CouplingKind, Reference, UpstreamChange
@@ -44,6 +55,8 @@ class ForkGaps:
         self.units = units
         self.down = down
         self.calls = calls
+        # fork (downstream class or file) -> upstream member name -> the fork's copy of it
+        self._copies: dict[str, dict[str, str]] = defaultdict(dict)
 
     def match(self, fork_refs: list[Reference], all_refs: list[Reference]) -> int:
         """Add the couplings; how many."""
@@ -80,33 +93,31 @@ class ForkGaps:
                 member = c.qualname.split(".")[1]
                 if member in defined:
                     continue
-                ref = Reference(
-                    CouplingKind.FORK,
-                    c.dotted,
-                    info.path,
-                    info.line,
-                    info.snippet,
-                    owner=info.qualname,
-                )
-                call = self._outside_call(member, up[1])
                 facts = {"fork_lacks_added"}
                 text = (
                     f"`{info.qualname}` ({info.path}:{info.line}) forks `{up[1]}` ({evidence}) "
                     f"and lacks `{member}`, which upstream added at {_line(c)}"
                 )
-                if call is not None and swapped:
+                call = self._outside_call(member, up[1]) if swapped else None
+                copy = self._copied_caller(member, c.path, up[1], self._copy_names(dcls, defined))
+                where = None
+                if call is not None:
                     facts.add("added_called_on_fork")
                     text += (
                         f"; upstream calls it at {call} and {swapped[0]} puts "
                         f"`{info.qualname}` in `{up[1]}`'s place"
                     )
-                elif call is not None:
+                elif copy is not None:
+                    site, name = copy
+                    where = self._function(info.path, f"{info.qualname}.{name}")
+                    at = f"{where.path}:{where.line}" if where is not None else info.path
                     text += (
-                        f"; upstream calls it at {call}, but no downstream patch puts the fork "
-                        f"in `{up[1]}`'s place"
+                        f"; upstream's `{site.caller}` now calls it ({site.at}), and "
+                        f"`{info.qualname}.{name}` ({at}) is the fork's copy of it"
                     )
-                else:
-                    text += "; no new-upstream call of it on another object was found"
+                elif self.calls is not None:
+                    continue  # only upstream code the fork does not copy calls it, or none
+                ref = self._ref(c, info.path, info.line, info.snippet, info.qualname, where)
                 self._add(i, c, ref, member, facts, text)
         for (path, module), evidence in files.items():
             fi = self.down.files.get(path)
@@ -116,11 +127,25 @@ class ForkGaps:
             for i, c in added_functions.get(module, ()):
                 if c.qualname in defined:
                     continue
-                ref = Reference(CouplingKind.FORK, c.dotted, path, 1, f"{path} ({evidence})")
                 text = (
                     f"{path} forks {c.path} ({evidence}) and lacks `{c.qualname}`, which "
                     f"upstream added at {_line(c)}"
                 )
+                copy = self._copied_caller(
+                    c.qualname, c.path, None, self._copy_names(path, defined)
+                )
+                where = None
+                if copy is not None:
+                    site, name = copy
+                    where = self._function(path, name)
+                    at = f"{path}:{where.line}" if where is not None else path
+                    text += (
+                        f"; upstream's `{site.caller}` now calls it ({site.at}), and "
+                        f"`{name}` ({at}) is the fork's copy of it"
+                    )
+                elif self.calls is not None:
+                    continue  # only upstream code the file does not copy calls it, or none
+                ref = self._ref(c, path, 1, f"{path} ({evidence})", None, where)
                 self._add(i, c, ref, c.qualname, {"fork_lacks_added"}, text)
         return sum(len(v) for v in self.join.out.values()) - before
 
@@ -139,6 +164,41 @@ class ForkGaps:
             if m and fi is not None:
                 out[r.target].append((r.path, f"{fi.module}.{m.group(1)}"))
         return out
+
+    def _copied_caller(self, member: str, path: str, cls: str | None, copies):
+        """(call site, name of the fork's copy) of a new-upstream call of ``member`` in its
+        own file, made by a member of ``cls`` through ``self`` (``cls`` None: by a
+        module-level function, as a bare name) of which the fork has a copy (``copies``:
+        upstream name -> the fork's); None if none."""
+        if self.calls is None:
+            return None
+        for s in self.calls.sites(member, only_in=path):
+            if s.caller is None or s.cls != cls:
+                continue
+            own = s.receiver in _SELF if cls is not None else s.receiver is None
+            name = s.caller if cls is None else s.caller.removeprefix(f"{cls}.")
+            if own and "." not in name and name in copies and name != member:
+                return s, copies[name]
+        return None
+
+    def _copy_names(self, fork: str, defined) -> dict[str, str]:
+        """Upstream member name -> the fork's copy: the same name, else a fork of it under
+        another name (``npu_make_e`` for ``make_e``; never a sibling that also looks like it)."""
+        return self._copies.get(fork, {}) | {n: n for n in defined}
+
+    def _function(self, path: str, qualname: str):
+        fi = self.down.files.get(path)
+        return self.down._fn_map().get((fi.module, qualname)) if fi is not None else None
+
+    def _ref(self, c, path, line, snippet, owner, where) -> Reference:
+        """At the fork's copy of the caller (with the gate around it), else at the fork."""
+        gate = None
+        if where is not None:
+            path, line, snippet = where.path, where.line, where.snippet or snippet
+            owner = where.qualname
+            fi = self.down.files.get(path)
+            gate = GateLookup(fi.gate_spans).at(line) if fi is not None else None
+        return Reference(CouplingKind.FORK, c.dotted, path, line, snippet, owner=owner, gate=gate)
 
     def _add(self, i, c, ref, member, facts, text) -> None:
         self.join.add(
@@ -169,8 +229,10 @@ class ForkGaps:
                     dcls = f"{fi.module}.{down_parts[0]}"
                     if dcls in cmap:
                         by_class[(dcls, (c.module, up_parts[0]))].add(down_parts[1])
+                        self._copies[dcls][up_parts[1]] = down_parts[1]
                 elif len(up_parts) == 1 and len(down_parts) == 1:
                     by_file[(r.path, c.module)].add(r.owner)
+                    self._copies[r.path][up_parts[0]] = r.owner
                 break
         classes = {}
         for (dcls, up), methods in by_class.items():
