@@ -151,6 +151,9 @@ class VersionGate:
     # try_import: the absolute names the ``try`` body imports; when the new upstream has
     # them all, the ``except ImportError`` fallback is dead code on the new torch
     requires: tuple[str, ...] = ()
+    # try_import, on the ``try`` side: the absolute names the ``except ImportError``
+    # handlers import; when the new upstream lacks one, the fallback raises too
+    fallback: tuple[str, ...] = ()
     # source_probe / c_probe: what the gate asks upstream (decided against its sources)
     probe: SourceProbe | None = None
 

@@ -414,9 +414,21 @@ def _try_gates(stmt: ast.stmt, path: str, spans: list[GateSpan]) -> None:
     if len(text) > 200:
         text = text[:197] + "..."
     failed = {"note": "import failed", "requires": tuple(_imported_targets(imports))}
+    # what the handlers import at their top level (a nested try is guarded on its own)
+    fallback = _imported_targets(
+        [s for h in handlers for s in h.body if isinstance(s, (ast.Import, ast.ImportFrom))]
+    )
     spans.append(
         GateSpan(
-            _gate(path, stmt.lineno, text, "try_import", None, note="import available"),
+            _gate(
+                path,
+                stmt.lineno,
+                text,
+                "try_import",
+                None,
+                note="import available",
+                fallback=tuple(fallback),
+            ),
             body[0].lineno,
             _block_end(body),
         )

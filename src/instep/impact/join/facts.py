@@ -50,7 +50,9 @@ def facts_for(
     problems: list[str] = []
     gate = ref.gate
     if gate is not None:
-        if gate.kind in ("hasattr", "try_import", "source_probe", "c_probe"):
+        if gate.kind in ("hasattr", "try_import", "source_probe", "c_probe") and (
+            "fallback_fails" not in facts
+        ):
             facts.add("guarded")
         if gate.min_version and (
             _version_at_least(new_version, gate.min_version)
@@ -352,3 +354,13 @@ class DeadFallback:
                 for t in needs
             )
         return self.memo[needs]
+
+    def fails(self, gate) -> str | None:
+        """The first name the ``except ImportError`` fallback of a ``try`` import asks
+        for that the new upstream does not define: then the fallback raises too."""
+        for t in gate.fallback:
+            if t.split(".", 1)[0] in self.roots and not self.resolver.defined(
+                self.resolver.resolve(t)
+            ):
+                return t
+        return None

@@ -145,6 +145,15 @@ class Join:
         k = kind or ref.kind
         if ref.gate is not None and ref.gate.requires and self.dead_fallback(ref.gate):
             extra = extra | {"old_only"}
+        if ref.gate is not None and ref.gate.fallback:
+            missing = self.dead_fallback.fails(ref.gate)
+            if missing is not None:
+                extra = extra | {"fallback_fails"}
+                evidence = evidence or (
+                    f"the `except ImportError` fallback of the import at {ref.gate.path}:"
+                    f"{ref.gate.line} asks for `{missing}`, which the new upstream does not "
+                    "define either: the fallback raises too"
+                )
         if ref.gate is not None and ref.gate.probe is not None and self.probes is not None:
             extra = extra | self.probes.facts(ref.gate)
         per_file = per_file or k is CouplingKind.INHERITED_PATH
