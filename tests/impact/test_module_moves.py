@@ -112,6 +112,35 @@ def test_guarded_import_whose_fallback_works_is_not_shim(tmp_path: Path) -> None
     assert (c["action"], c["rule"]) == ("Test", "removed.guarded")
 
 
+def test_use_after_a_try_of_the_old_path_follows_the_fallback(tmp_path: Path) -> None:
+    # httpx 0.11 -> 0.12 shape: the try imports the OLD path, the handler imports the name
+    # from the package, which still re-exports it; a second module binds it from a fallback
+    # module that the same commit deletes, so its fallback fails too
+    init = "from pkg.b import X\n"
+    up = _upstream(tmp_path, {"pkg/__init__.py": init, "pkg/b.py": CORE, "pkg/c.py": init})
+    up.move("pkg/b.py", "pkg/_b.py")
+    up.remove("pkg/c.py")
+    up.write("pkg/__init__.py", "from pkg._b import X\n")
+    up.commit("Make b private (#785)")
+    up.tag("v2")
+    try_old = "try:\n    from pkg.b import X\nexcept ImportError:\n    from pkg import {}\n"
+    use = "\n\ndef make():\n    return X()\n"
+    down = _downstream(
+        tmp_path,
+        {
+            "plugin/works.py": try_old.format("X") + use,
+            "plugin/fails.py": try_old.replace("from pkg import", "from pkg.c import").format("X")
+            + use,
+        },
+    )
+    report = _impact(tmp_path, up.path, "v1..v2", down)
+    (use_ok,) = _couplings(report, "plugin/works.py:8")
+    assert (use_ok["action"], use_ok["rule"]) == ("Test", "removed.guarded")
+    assert _couplings(report, "plugin/works.py:4") == []  # pkg still binds X
+    (fallback,) = _couplings(report, "plugin/fails.py:4")
+    assert (fallback["action"], fallback["upstream"]) == ("Shim", "pkg/c.py::X")
+
+
 def test_name_still_bound_at_the_old_path_is_not_gone(tmp_path: Path) -> None:
     # b.py becomes a package whose __init__ re-exports X (the commit's new end), and a
     # deleted module comes back later in the range (the range's end)
