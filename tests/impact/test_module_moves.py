@@ -141,6 +141,62 @@ def test_use_after_a_try_of_the_old_path_follows_the_fallback(tmp_path: Path) ->
     assert (fallback["action"], fallback["upstream"]) == ("Shim", "pkg/c.py::X")
 
 
+def test_src_layout_modules_are_imported_without_src(tmp_path: Path) -> None:
+    # werkzeug's shape: the package sits under src/, the downstream imports pkg.b
+    up = RepoBuilder(tmp_path / "upstream")
+    up.write("src/pkg/__init__.py", "")
+    up.write("src/pkg/b.py", CORE)
+    up.write("src/pkg/keep.py", "def keep():\n    return 1\n")
+    up.commit("base")
+    up.tag("v1")
+    up.move("src/pkg/b.py", "src/pkg/_b.py")
+    up.write("src/pkg/keep.py", "def keep():\n    return 2\n")
+    up.commit("Make b private (#9)")
+    up.tag("v2")
+    use = "from pkg.b import X\nfrom pkg.keep import keep\n\nSIZE = keep()\n"
+    down = _downstream(tmp_path, {"plugin/use.py": use})
+    report = _impact(tmp_path, up.path, "v1..v2", down)
+    assert report["warnings"] == []  # the downstream names the upstream package pkg
+    (c,) = _couplings(report, "plugin/use.py:1")
+    assert (c["action"], c["upstream"]) == ("Shim", "src/pkg/b.py::X")
+    (kept,) = _couplings(report, "plugin/use.py:4")
+    assert kept["upstream"] == "src/pkg/keep.py::keep" and kept["action"] != "Shim"
+
+
+def test_package_init_that_stops_reexporting_a_name_breaks_its_import(tmp_path: Path) -> None:
+    # werkzeug 2.1.0's shape: wrappers/__init__.py stays and drops BaseRequest; a plain
+    # module that drops an import (helpers.py) exports nothing by it
+    init = "from pkg.sub.old import Gone\nfrom pkg.sub.kept import Kept\n"
+    helpers = "from pkg.sub.kept import Kept\n\n\ndef helper():\n    return Kept\n"
+    up = _upstream(
+        tmp_path,
+        {
+            "pkg/sub/__init__.py": init,
+            "pkg/sub/old.py": "class Gone:\n    pass\n",
+            "pkg/sub/kept.py": "class Kept:\n    pass\n",
+            "pkg/helpers.py": helpers,
+        },
+    )
+    up.remove("pkg/sub/old.py")
+    up.write("pkg/sub/__init__.py", "from pkg.sub.kept import Kept\n")
+    up.write("pkg/helpers.py", "def helper():\n    return None\n")
+    sha = up.commit("Drop Gone (#12)")
+    up.tag("v2")
+    use = "from pkg.sub import Gone, Kept\nfrom pkg.helpers import Kept as K2\n"
+    down = _downstream(tmp_path, {"plugin/use.py": use})
+    report = _impact(tmp_path, up.path, "v1..v2", down)
+    found = {(c["upstream"], c["action"]) for c in _couplings(report, "plugin/use.py:1")}
+    assert ("pkg/sub/__init__.py::Gone", "Shim") in found
+    assert not any(u.endswith("::Kept") for u, _ in found)  # still re-exported
+    unit = next(u for u in report["units"] if u["couplings"])
+    assert (
+        f"pkg/sub/__init__.py no longer re-exports pkg.sub.old.Gone since commit {sha[:12]}"
+        in (unit["rationale"])
+    )
+    changes = {ch["symbol"] for u in report["units"] for ch in u["changes"]}
+    assert "pkg/helpers.py::Kept" not in changes  # a plain module's import is not an export
+
+
 def test_name_still_bound_at_the_old_path_is_not_gone(tmp_path: Path) -> None:
     # b.py becomes a package whose __init__ re-exports X (the commit's new end), and a
     # deleted module comes back later in the range (the range's end)
