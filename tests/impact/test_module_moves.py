@@ -242,6 +242,32 @@ def test_first_parent_gives_one_unit_per_merged_pr(tmp_path: Path) -> None:
     assert [u["title"] for u in every["units"]] == ["Make b private", "Add extra"]
 
 
+def test_first_parent_merge_of_the_branch_the_start_was_tagged_on(tmp_path: Path) -> None:
+    # werkzeug 2.0.3..2.1.0's shape: 2.0.3 is tagged on the 2.0.x branch, which main merges
+    # later; the merge brings a file the start already had (no change of the range) and
+    # one the start did not (main had edited it)
+    two = "def make_x(n):\n    return n\n"
+    up = _upstream(tmp_path, {"pkg/b.py": CORE, "pkg/c.py": two})
+    up.git("checkout", "-q", "-b", "maint")
+    fixed = CORE.replace("def make_x(n):", "def make_x(n, fill=0):")
+    up.write("pkg/b.py", fixed)
+    up.write("pkg/c.py", two.replace("(n)", "(n, k=1)"))
+    up.commit("Fix make_x and c")
+    up.tag("v1.0.1")
+    up.git("checkout", "-q", "main")
+    up.write("pkg/c.py", two + "\n\ndef other():\n    return 2\n")
+    up.commit("Add other")
+    up.git("merge", "-q", "--no-ff", "-m", "Merge branch 'maint'", "maint")
+    up.tag("v2")
+    use = "from pkg.b import make_x\nfrom pkg.c import make_x as c_make\n"
+    down = _downstream(tmp_path, {"plugin/use.py": use})
+    report = _impact(tmp_path, up.path, "v1.0.1..v2", down, "--first-parent")
+    merge = next(u for u in report["units"] if u["title"] == "Merge branch 'maint'")
+    assert "pkg/b.py" not in merge["files"]  # equal to v1.0.1's after the merge
+    assert "pkg/c.py" in merge["files"]  # main's edit and the fix met only in the merge
+    assert _couplings(report, "plugin/use.py:1") == []
+
+
 def test_downstream_naming_no_upstream_symbol_is_warned(tmp_path: Path) -> None:
     up = _upstream(tmp_path, {"pkg/b.py": CORE})
     up.write("pkg/b.py", CORE + "\n\ndef extra():\n    return 0\n")
