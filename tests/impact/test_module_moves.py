@@ -112,6 +112,91 @@ def test_guarded_import_whose_fallback_works_is_not_shim(tmp_path: Path) -> None
     assert (c["action"], c["rule"]) == ("Test", "removed.guarded")
 
 
+def test_use_after_a_try_of_the_old_path_follows_the_fallback(tmp_path: Path) -> None:
+    # httpx 0.11 -> 0.12 shape: the try imports the OLD path, the handler imports the name
+    # from the package, which still re-exports it; a second module binds it from a fallback
+    # module that the same commit deletes, so its fallback fails too
+    init = "from pkg.b import X\n"
+    up = _upstream(tmp_path, {"pkg/__init__.py": init, "pkg/b.py": CORE, "pkg/c.py": init})
+    up.move("pkg/b.py", "pkg/_b.py")
+    up.remove("pkg/c.py")
+    up.write("pkg/__init__.py", "from pkg._b import X\n")
+    up.commit("Make b private (#785)")
+    up.tag("v2")
+    try_old = "try:\n    from pkg.b import X\nexcept ImportError:\n    from pkg import {}\n"
+    use = "\n\ndef make():\n    return X()\n"
+    down = _downstream(
+        tmp_path,
+        {
+            "plugin/works.py": try_old.format("X") + use,
+            "plugin/fails.py": try_old.replace("from pkg import", "from pkg.c import").format("X")
+            + use,
+        },
+    )
+    report = _impact(tmp_path, up.path, "v1..v2", down)
+    (use_ok,) = _couplings(report, "plugin/works.py:8")
+    assert (use_ok["action"], use_ok["rule"]) == ("Test", "removed.guarded")
+    assert _couplings(report, "plugin/works.py:4") == []  # pkg still binds X
+    (fallback,) = _couplings(report, "plugin/fails.py:4")
+    assert (fallback["action"], fallback["upstream"]) == ("Shim", "pkg/c.py::X")
+
+
+def test_src_layout_modules_are_imported_without_src(tmp_path: Path) -> None:
+    # werkzeug's shape: the package sits under src/, the downstream imports pkg.b
+    up = RepoBuilder(tmp_path / "upstream")
+    up.write("src/pkg/__init__.py", "")
+    up.write("src/pkg/b.py", CORE)
+    up.write("src/pkg/keep.py", "def keep():\n    return 1\n")
+    up.commit("base")
+    up.tag("v1")
+    up.move("src/pkg/b.py", "src/pkg/_b.py")
+    up.write("src/pkg/keep.py", "def keep():\n    return 2\n")
+    up.commit("Make b private (#9)")
+    up.tag("v2")
+    use = "from pkg.b import X\nfrom pkg.keep import keep\n\nSIZE = keep()\n"
+    down = _downstream(tmp_path, {"plugin/use.py": use})
+    report = _impact(tmp_path, up.path, "v1..v2", down)
+    assert report["warnings"] == []  # the downstream names the upstream package pkg
+    (c,) = _couplings(report, "plugin/use.py:1")
+    assert (c["action"], c["upstream"]) == ("Shim", "src/pkg/b.py::X")
+    (kept,) = _couplings(report, "plugin/use.py:4")
+    assert kept["upstream"] == "src/pkg/keep.py::keep" and kept["action"] != "Shim"
+
+
+def test_package_init_that_stops_reexporting_a_name_breaks_its_import(tmp_path: Path) -> None:
+    # werkzeug 2.1.0's shape: wrappers/__init__.py stays and drops BaseRequest; a plain
+    # module that drops an import (helpers.py) exports nothing by it
+    init = "from pkg.sub.old import Gone\nfrom pkg.sub.kept import Kept\n"
+    helpers = "from pkg.sub.kept import Kept\n\n\ndef helper():\n    return Kept\n"
+    up = _upstream(
+        tmp_path,
+        {
+            "pkg/sub/__init__.py": init,
+            "pkg/sub/old.py": "class Gone:\n    pass\n",
+            "pkg/sub/kept.py": "class Kept:\n    pass\n",
+            "pkg/helpers.py": helpers,
+        },
+    )
+    up.remove("pkg/sub/old.py")
+    up.write("pkg/sub/__init__.py", "from pkg.sub.kept import Kept\n")
+    up.write("pkg/helpers.py", "def helper():\n    return None\n")
+    sha = up.commit("Drop Gone (#12)")
+    up.tag("v2")
+    use = "from pkg.sub import Gone, Kept\nfrom pkg.helpers import Kept as K2\n"
+    down = _downstream(tmp_path, {"plugin/use.py": use})
+    report = _impact(tmp_path, up.path, "v1..v2", down)
+    found = {(c["upstream"], c["action"]) for c in _couplings(report, "plugin/use.py:1")}
+    assert ("pkg/sub/__init__.py::Gone", "Shim") in found
+    assert not any(u.endswith("::Kept") for u, _ in found)  # still re-exported
+    unit = next(u for u in report["units"] if u["couplings"])
+    assert (
+        f"pkg/sub/__init__.py no longer re-exports pkg.sub.old.Gone since commit {sha[:12]}"
+        in (unit["rationale"])
+    )
+    changes = {ch["symbol"] for u in report["units"] for ch in u["changes"]}
+    assert "pkg/helpers.py::Kept" not in changes  # a plain module's import is not an export
+
+
 def test_name_still_bound_at_the_old_path_is_not_gone(tmp_path: Path) -> None:
     # b.py becomes a package whose __init__ re-exports X (the commit's new end), and a
     # deleted module comes back later in the range (the range's end)
@@ -155,6 +240,32 @@ def test_first_parent_gives_one_unit_per_merged_pr(tmp_path: Path) -> None:
     )
     every = _impact(tmp_path, up.path, "v1..v2", down)
     assert [u["title"] for u in every["units"]] == ["Make b private", "Add extra"]
+
+
+def test_first_parent_merge_of_the_branch_the_start_was_tagged_on(tmp_path: Path) -> None:
+    # werkzeug 2.0.3..2.1.0's shape: 2.0.3 is tagged on the 2.0.x branch, which main merges
+    # later; the merge brings a file the start already had (no change of the range) and
+    # one the start did not (main had edited it)
+    two = "def make_x(n):\n    return n\n"
+    up = _upstream(tmp_path, {"pkg/b.py": CORE, "pkg/c.py": two})
+    up.git("checkout", "-q", "-b", "maint")
+    fixed = CORE.replace("def make_x(n):", "def make_x(n, fill=0):")
+    up.write("pkg/b.py", fixed)
+    up.write("pkg/c.py", two.replace("(n)", "(n, k=1)"))
+    up.commit("Fix make_x and c")
+    up.tag("v1.0.1")
+    up.git("checkout", "-q", "main")
+    up.write("pkg/c.py", two + "\n\ndef other():\n    return 2\n")
+    up.commit("Add other")
+    up.git("merge", "-q", "--no-ff", "-m", "Merge branch 'maint'", "maint")
+    up.tag("v2")
+    use = "from pkg.b import make_x\nfrom pkg.c import make_x as c_make\n"
+    down = _downstream(tmp_path, {"plugin/use.py": use})
+    report = _impact(tmp_path, up.path, "v1.0.1..v2", down, "--first-parent")
+    merge = next(u for u in report["units"] if u["title"] == "Merge branch 'maint'")
+    assert "pkg/b.py" not in merge["files"]  # equal to v1.0.1's after the merge
+    assert "pkg/c.py" in merge["files"]  # main's edit and the fix met only in the merge
+    assert _couplings(report, "plugin/use.py:1") == []
 
 
 def test_downstream_naming_no_upstream_symbol_is_warned(tmp_path: Path) -> None:

@@ -323,16 +323,19 @@ class _Analysis:
     def _upstream_roots(self) -> tuple[str, ...]:
         """The upstream's top-level packages that downstream imports are read against:
         ``--upstream-package``, else ``torch`` when the new upstream has it, else the
-        packages at the top of the new upstream (test packages left out)."""
+        packages at the top of the new upstream, or under its src/ (test packages left out)."""
         from instep.impact.upstream.sources import is_test_path
+        from instep.pyindex.model import module_of
 
         if self.req.upstream_packages:
             return tuple(self.req.upstream_packages)
         tops = sorted(
             {
-                p.split("/", 1)[0]
+                module_of(p).split(".", 1)[0]
                 for p in self.new.paths()
-                if p.count("/") == 1 and p.endswith("/__init__.py") and not is_test_path(p)
+                if p.endswith("/__init__.py")
+                and module_of(p).count(".") == 0
+                and not is_test_path(p)
             }
         )
         return ("torch",) if not tops or "torch" in tops else tuple(tops)

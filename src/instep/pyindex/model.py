@@ -29,10 +29,18 @@ class SymbolKind(Vocab):
     BLOCK = "block"  # module-level statement that is not a def/class/assignment
 
 
+SOURCE_ROOT = "src/"  # the src/ layout: 'src/pkg/mod.py' installs as 'pkg/mod.py'
+
+
 def module_of(path: str) -> str:
-    """'torch/_inductor/lowering.py' -> 'torch._inductor.lowering' (packages drop __init__)."""
+    """'torch/_inductor/lowering.py' -> 'torch._inductor.lowering' (packages drop __init__);
+    'src/werkzeug/routing.py' -> 'werkzeug.routing': a tree in the src/ layout imports its
+    packages without the 'src.' (known exception: a package itself named ``src``)."""
     mod = path[:-3] if path.endswith(".py") else path
-    mod = mod.replace("\\", "/").strip("/").replace("/", ".")
+    mod = mod.replace("\\", "/").strip("/")
+    if mod.startswith(SOURCE_ROOT) and mod != SOURCE_ROOT + "__init__":
+        mod = mod[len(SOURCE_ROOT) :]
+    mod = mod.replace("/", ".")
     return mod[: -len(".__init__")] if mod.endswith(".__init__") else mod
 
 

@@ -50,8 +50,10 @@ def facts_for(
     problems: list[str] = []
     gate = ref.gate
     if gate is not None:
-        if gate.kind in ("hasattr", "try_import", "source_probe", "c_probe") and (
-            "fallback_fails" not in facts
+        if (
+            gate.kind in ("hasattr", "try_import", "source_probe", "c_probe")
+            and "fallback_fails" not in facts
+            and not (gate.requires and "fallback_runs" in facts)
         ):
             facts.add("guarded")
         if gate.min_version and (
@@ -364,3 +366,11 @@ class DeadFallback:
             ):
                 return t
         return None
+
+    def runs(self, gate) -> bool:
+        """``fallback_runs`` for an ``except ImportError`` branch whose ``try`` imports are
+        all upstream names and one of them is gone from the new upstream: the new upstream
+        always runs the branch, so nothing guards the imports in it (an import of a package
+        outside the upstream, ``triton``, may fail or not: that branch stays guarded)."""
+        needs = gate.requires
+        return all(t.split(".", 1)[0] in self.roots for t in needs) and not self(gate)

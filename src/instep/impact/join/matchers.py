@@ -143,8 +143,11 @@ class Join:
         evidence: str = "",
     ) -> None:
         k = kind or ref.kind
-        if ref.gate is not None and ref.gate.requires and self.dead_fallback(ref.gate):
-            extra = extra | {"old_only"}
+        if ref.gate is not None and ref.gate.requires:
+            if self.dead_fallback(ref.gate):
+                extra = extra | {"old_only"}
+            elif self.dead_fallback.runs(ref.gate):
+                extra = extra | {"fallback_runs"}
         if ref.gate is not None and ref.gate.fallback:
             missing = self.dead_fallback.fails(ref.gate)
             if missing is not None:

@@ -14,7 +14,9 @@ module "moved to" (at least half of them; fewer is a split or a deletion). Exact
 used rather than text similarity (``difflib``): a module moved *and* edited keeps its
 names, and nothing needs a similarity threshold. A name the unit's new side still binds at
 the old dotted path (``a/b.py`` split into the package ``a/b/__init__.py`` that re-exports
-it, or a module ``__getattr__``) is not gone. Whether the range's end still has it is left
+it, or a module ``__getattr__``) is not gone. A package ``__init__`` that stays but stops
+importing a public name loses that re-export: the name is gone at the package's path too.
+Whether the range's end still has it is left
 to the join (``Join.by_name`` asks the resolver of the new upstream). Nothing here reads
 the downstream or decides a verdict.
 """
@@ -123,6 +125,7 @@ def gone_names(
         elif f.new is None:
             old_path, renamed_to = f.path, None
         else:
+            out.extend(_dropped_reexports(f, stage_of, where, new_side))
             continue
         if not old_path.endswith(".py"):
             continue
@@ -152,6 +155,42 @@ def gone_names(
                     detail=f"{old_path} ({what}) {how} in {where}{now}",
                 )
             )
+    return out
+
+
+def _dropped_reexports(
+    f: FileChange, stage_of: Callable[[str], Stage], where: str, new_side: NewSide
+) -> list[SymbolChange]:
+    """A package ``__init__`` that stays but stops importing a name: ``from a import X``
+    breaks as surely as when ``a/__init__.py`` is deleted (werkzeug 2.1.0's
+    ``werkzeug.wrappers.BaseRequest``). Only package ``__init__`` files: an import dropped
+    from a plain module is its own business, not an exported name."""
+    if not f.path.endswith("/__init__.py"):
+        return []
+    old_index, new_index = _index(f.path, f.old), _index(f.path, f.new)
+    if old_index is None or new_index is None or "__getattr__" in new_index.symbols:
+        return []
+    kept = set(_top_names(new_index))
+    names = sorted(n for n in old_index.imports if n not in kept and not n.startswith("_"))
+    if not names:
+        return []
+    _, homes = new_side.home(names, module_of(f.path))
+    out = []
+    for name in names:
+        home = homes.get(name)
+        now = f"; {name} is now in {home}" if home else f"; {name} has no new home"
+        out.append(
+            SymbolChange(
+                path=f.path,
+                qualname=name,
+                kind=ChangeKind.REMOVED,
+                symbol_kind=SymbolKind.ASSIGNMENT,
+                stage=stage_of(f.path),
+                old=None,
+                detail=f"{f.path} no longer re-exports {old_index.imports[name]}"
+                f" since {where}{now}",
+            )
+        )
     return out
 
 

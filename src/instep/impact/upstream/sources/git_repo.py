@@ -432,17 +432,30 @@ def iter_commits(
                 f"did you mean {end}..{start}?"
             )
         raise BadInput(f"range {rev_range} holds no commits in {repo.path}")
-    return _commit_units(repo, raw_commits, max_bytes)
+    at_start = None
+    if first_parent and any(len(raw.parents) > 1 for raw in raw_commits):
+        at_start = {path: blob for path, blob, _ in repo.ls_tree(start_sha)}
+    return _commit_units(repo, raw_commits, max_bytes, at_start)
 
 
 def _commit_units(
-    repo: GitRepo, raw_commits: list[_RawCommit], max_bytes: int
+    repo: GitRepo,
+    raw_commits: list[_RawCommit],
+    max_bytes: int,
+    at_start: dict[str, str] | None = None,
 ) -> Iterator[CommitUnit]:
+    """``at_start``: the range start's blobs (first-parent mode). A merge of a maintenance
+    branch that the start was tagged on (werkzeug's "Merge branch '2.0.x'" after 2.0.3)
+    brings files the start already had: such a file, equal after the merge to the start's,
+    is no change of the range and is left out of the merge's unit."""
     for raw in raw_commits:
         facts = read_message(raw.subject, raw.body)
         files: list[FileChange] = []
         tests: list[str] = []
         for change in raw.changes:
+            merged_in = at_start is not None and len(raw.parents) > 1
+            if merged_in and at_start.get(change.path) == change.new_blob:  # type: ignore[union-attr]
+                continue
             if is_test_path(change.path):
                 tests.append(change.path)
             file_change = _file_change(repo, raw.sha, change, max_bytes)
