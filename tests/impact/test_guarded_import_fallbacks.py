@@ -90,8 +90,9 @@ def test_a_fallback_the_new_upstream_lacks_too_leaves_the_import_and_its_use_a_s
 
 
 def test_the_quoted_name_is_the_one_the_fallback_lacks(rows):
-    assert "`torch._inductor.kernel.flex_attention.get_float32_precision`" in (
-        rows["gone_module.py:2"][2]
+    assert (
+        "`torch._inductor.kernel.flex_attention.get_float32_precision`"
+        in (rows["gone_module.py:2"][2])
     )
 
 
