@@ -64,6 +64,12 @@ def test_renamed_module_breaks_the_old_import_with_the_new_path(tmp_path: Path) 
         in (unit["rationale"])
     )
     assert "X is now in pkg/_impl/b.py" in unit["rationale"]
+    # the rule text names the upstream package, not torch, in both languages
+    assert "a stale patch on the new pkg" in unit["rationale"]
+    assert "torch" not in unit["rationale"]
+    zh = _impact(tmp_path, up.path, "v1..v2", down, "--lang", "zh")
+    zh_unit = next(u for u in zh["units"] if u["couplings"])
+    assert "新 pkg 上" in zh_unit["rationale"] and "torch" not in zh_unit["rationale"]
 
 
 def test_split_module_names_each_new_home(tmp_path: Path) -> None:

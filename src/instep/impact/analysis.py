@@ -320,6 +320,12 @@ class _Analysis:
 
     # downstream ----------------------------------------------------------------------
 
+    def _upstream_name(self) -> str:
+        """What the rule texts call the upstream ("a TypeError on the new torch"): torch
+        when it is among the upstream packages, else the first of them."""
+        roots = getattr(self, "roots", None) or ("torch",)
+        return "torch" if "torch" in roots else roots[0]
+
     def _upstream_roots(self) -> tuple[str, ...]:
         """The upstream's top-level packages that downstream imports are read against:
         ``--upstream-package``, else ``torch`` when the new upstream has it, else the
@@ -579,6 +585,7 @@ class _Analysis:
                     couplings.get(i, []),
                     lang=self.req.lang,
                     suggested_tests=self._tests(u, couplings.get(i, [])),
+                    upstream=self._upstream_name(),
                 )
             )
         debt = self._compat_debt(down)

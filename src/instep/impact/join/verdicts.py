@@ -140,8 +140,10 @@ def judge_unit(
     *,
     lang: str = "en",
     suggested_tests: list[str] | None = None,
+    upstream: str = "torch",
 ) -> Impact:
-    """Aggregate couplings into one unit verdict with a rationale from the evidence."""
+    """Aggregate couplings into one unit verdict with a rationale from the evidence;
+    ``upstream`` names the upstream package in the rule texts ("on the new torch")."""
     ordered = sorted(
         couplings,
         key=lambda c: (-c.action.rank, -c.risk.rank, c.upstream, c.downstream),
@@ -162,11 +164,13 @@ def judge_unit(
         couplings=ordered,
         suggested_tests=list(suggested_tests or []),
     )
-    impact.rationale = rationale(impact, lang)
+    impact.rationale = rationale(impact, lang, upstream=upstream)
     return impact
 
 
-def coupling_text(c: Coupling, lang: str, change: SymbolChange | None) -> str:
+def coupling_text(
+    c: Coupling, lang: str, change: SymbolChange | None, upstream: str = "torch"
+) -> str:
     rule = next(r for r in rules() if r.id == c.rule)
     problem = "; ".join(c.problems) or c.detail
     return rule.text[lang].format(
@@ -176,6 +180,7 @@ def coupling_text(c: Coupling, lang: str, change: SymbolChange | None) -> str:
         problem=problem,
         gate=c.gate.condition if c.gate else "",
         evidence=c.evidence or _NOT_SEARCHED[lang],
+        upstream=upstream,
     )
 
 
@@ -207,7 +212,9 @@ _REVERTED = {
 }
 
 
-def rationale(impact: Impact, lang: str = "en", shown: int = 3) -> str:
+def rationale(
+    impact: Impact, lang: str = "en", shown: int = 3, *, upstream: str = "torch"
+) -> str:
     lang = lang if lang in ("en", "zh") else "en"
     ch = impact.change
     by_ref = {c.ref: c for c in ch.changes}
@@ -221,7 +228,7 @@ def rationale(impact: Impact, lang: str = "en", shown: int = 3) -> str:
         )
         sep = " " if lang == "en" else ""
         text += sep.join(
-            coupling_text(c, lang, by_ref.get(c.upstream)) for c in impact.couplings[:shown]
+            coupling_text(c, lang, by_ref.get(c.upstream), upstream) for c in impact.couplings[:shown]
         )
         if len(impact.couplings) > shown:
             text += _MORE[lang].format(n=len(impact.couplings) - shown)
