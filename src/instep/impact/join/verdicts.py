@@ -212,9 +212,7 @@ _REVERTED = {
 }
 
 
-def rationale(
-    impact: Impact, lang: str = "en", shown: int = 3, *, upstream: str = "torch"
-) -> str:
+def rationale(impact: Impact, lang: str = "en", shown: int = 3, *, upstream: str = "torch") -> str:
     lang = lang if lang in ("en", "zh") else "en"
     ch = impact.change
     by_ref = {c.ref: c for c in ch.changes}
@@ -228,7 +226,8 @@ def rationale(
         )
         sep = " " if lang == "en" else ""
         text += sep.join(
-            coupling_text(c, lang, by_ref.get(c.upstream), upstream) for c in impact.couplings[:shown]
+            coupling_text(c, lang, by_ref.get(c.upstream), upstream)
+            for c in impact.couplings[:shown]
         )
         if len(impact.couplings) > shown:
             text += _MORE[lang].format(n=len(impact.couplings) - shown)
