@@ -14,7 +14,7 @@ import pytest
 from instep.impact.downstream.coupling_index import index_downstream_file
 from instep.pyindex.signatures import call_problems, call_shape
 
-from .gitrepo import impact_of_one_commit
+from .gitrepo import impact_of_commit, impact_of_one_commit
 
 UTILS_V1 = """
 def pad(x, n):
@@ -132,14 +132,13 @@ def test_index_records_how_each_def_calls_each_upstream_callable():
     assert uses[("Buf", "buffer")] == ("1;;;",)
     # a class named in a type position (isinstance, except, annotation) is not called
     assert uses[("Buf", "checked")] == ()
-    # the import line answers for the whole file
+    # the import line answers only for calls no place of their own judges: here none
     imports = {
         r.target.rsplit(".", 1)[1]: r.call_shapes
         for r in idx.references
         if r.detail.startswith("from ")
     }
-    assert imports["pad"] == ("0;;*;", "2;;;", "2;mode;;")
-    assert imports["scale"] is None
+    assert imports == {"Buf": (), "pad": (), "scale": ()}
 
 
 @pytest.fixture(scope="module")
@@ -197,9 +196,9 @@ def test_calls_that_cannot_be_told_stay_unsure(doc):
     got, _ = _verdicts(doc)
     assert got[("scale", "return list(map(scale, xs))")][2:] == ("unsure", "signature.caller")
     assert got[("pad", "return pad(*args)")][2:] == ("unsure", "signature.caller")
-    # the import line: pad is called in a way that breaks somewhere in the file
+    # the import line: every call of pad is judged in its def (padded breaks there)
     assert got[("pad", "from torch._inductor.utils import Buf, pad, scale")][3] == (
-        "signature.call_breaks"
+        "signature.calls_fit"
     )
 
 
@@ -233,3 +232,119 @@ def test_an_annotation_only_change_keeps_its_evidence_and_is_check(tmp_path):
     (coupling,) = unit["couplings"]
     assert coupling["kind"] == "inherited_path" and coupling["rule"] == "annotation.only"
     assert coupling["downstream"].startswith("torch_npu/_inductor/a.py:")
+
+
+# Where a call is judged: at the use of its own place (a def, a class body, the module
+# level); the import line only for calls no such use answers for.
+PLACED = {
+    # a module-level call that breaks: its own use (owner: the module) is the one Shim
+    "torch_npu/_inductor/at_module.py": """
+from torch._inductor.utils import pad
+
+PADDED = pad(1, 2)
+""",
+    # the only breaking call sits in a function: Shim there, not at the import
+    "torch_npu/_inductor/in_def.py": """
+from torch._inductor.utils import Buf
+
+
+def buffer():
+    return Buf("buf0")
+""",
+    # a class body is a place of its own; the fitting call leaves the import line fit
+    "torch_npu/_inductor/in_class.py": """
+from torch._inductor.utils import pad
+
+
+class Sizes:
+    width = pad(1, 2)
+
+
+def fine(x):
+    return pad(x, 2, mode="constant")
+""",
+    # the use stands on the import line: one coupling per line, the import line's
+    "torch_npu/_inductor/one_line.py": """
+from torch._inductor.utils import pad; PADDED = pad(1, 2)
+""",
+    # a config module's function: its uses are config reads, which carry no calls
+    "torch_npu/_inductor/configured.py": """
+from torch._inductor.config import decide
+
+
+def choose(x):
+    return decide(x)
+""",
+}
+
+CONFIG_V1 = """
+def decide(x):
+    return x
+"""
+
+
+@pytest.fixture(scope="module")
+def placed(tmp_path_factory):
+    return impact_of_commit(
+        tmp_path_factory.mktemp("placed"),
+        {"torch/_inductor/utils.py": UTILS_V1, "torch/_inductor/config.py": CONFIG_V1},
+        {
+            "torch/_inductor/utils.py": UTILS_V2,
+            "torch/_inductor/config.py": CONFIG_V1.replace("(x)", "(x, *, mode)"),
+        },
+        "[inductor] pad takes a mode, Buf a layout, decide a mode (#8)",
+        PLACED,
+    )
+
+
+def _placed(doc: dict, path: str) -> dict[tuple[str, str], str]:
+    """(upstream qualname, downstream line) -> action and rule, for one downstream file."""
+    lines = PLACED[path].split("\n")
+    out = {}
+    for unit in doc["units"]:
+        for c in unit["couplings"]:
+            where, line = c["downstream"].rsplit(":", 1)
+            if where == path and c["kind"] == "import_use":
+                key = (c["upstream"].split("::")[1], lines[int(line) - 1].strip())
+                assert key not in out, key
+                out[key] = f"{c['action']} {c['rule']}"
+    return out
+
+
+def test_a_module_level_call_that_breaks_is_one_shim_at_its_own_place(placed):
+    assert _placed(placed, "torch_npu/_inductor/at_module.py") == {
+        ("pad", "from torch._inductor.utils import pad"): "Test signature.calls_fit",
+        ("pad", "PADDED = pad(1, 2)"): "Shim signature.call_breaks",
+    }
+
+
+def test_a_breaking_call_in_a_function_is_shim_there_not_at_the_import(placed):
+    got = _placed(placed, "torch_npu/_inductor/in_def.py")
+    assert got[("Buf.__init__", 'return Buf("buf0")')] == "Shim constructor.call_breaks"
+    assert got[("Buf.__init__", "from torch._inductor.utils import Buf")] == (
+        "Test signature.calls_fit"
+    )
+
+
+def test_a_class_body_is_judged_at_its_own_place(placed):
+    assert _placed(placed, "torch_npu/_inductor/in_class.py") == {
+        ("pad", "from torch._inductor.utils import pad"): "Test signature.calls_fit",
+        ("pad", "width = pad(1, 2)"): "Shim signature.call_breaks",
+        ("pad", 'return pad(x, 2, mode="constant")'): "Test signature.calls_fit",
+    }
+
+
+def test_a_call_on_the_import_line_is_judged_by_the_import_line(placed):
+    assert _placed(placed, "torch_npu/_inductor/one_line.py") == {
+        ("pad", "from torch._inductor.utils import pad; PADDED = pad(1, 2)"): (
+            "Shim signature.call_breaks"
+        ),
+    }
+
+
+def test_calls_whose_place_has_no_use_coupling_stay_with_the_import_line(placed):
+    got = _placed(placed, "torch_npu/_inductor/configured.py")
+    assert got[("decide", "from torch._inductor.config import decide")] == (
+        "Shim signature.call_breaks"
+    )
+    assert ("decide", "return decide(x)") not in got  # a config read, not a call judged

@@ -112,7 +112,8 @@ class Scope(HotLines):
         self.owner_stack: list[str] = []
         self.refs: list[Reference] = []
         self.pending: list[Reference] = []
-        self.seen_uses: set[tuple[str, str | None, CouplingKind]] = set()
+        # (target, owner, kind) of each place's use reference -> the line it stands at
+        self.seen_uses: dict[tuple[str, str | None, CouplingKind], int] = {}
         self.seen_pending: set[tuple[str, str | None]] = set()
         self.functions: list[DownstreamFunction] = []
         self.classes: list[DownstreamClass] = []
@@ -135,9 +136,9 @@ class Scope(HotLines):
         self.hot: list[int] = []
         self._offsets: list[int] | None = None
         self.setattr_lines: list[int] = []
-        # how upstream callables are called: (target, owner) and (target, None) for the
-        # whole file -> distinct call shapes, or None once a non-call use was seen
-        self.call_uses: dict[tuple[str, str | None, bool], set[str] | None] = {}
+        # how upstream callables are called: target -> place (def or class qualname; None:
+        # the module level) -> distinct call shapes, or None once a non-call use was seen
+        self.call_uses: dict[str, dict[str | None, set[str] | None]] = {}
         self.called: set[int] = set()  # ids of the func nodes of calls
         # type positions (annotations, except clauses, isinstance's class argument) name a
         # class without calling or passing it on: not a use for the call check
@@ -219,7 +220,7 @@ class Scope(HotLines):
         key = (tgt, self.owner(), kind)
         if key in self.seen_uses and not write:
             return
-        self.seen_uses.add(key)
+        self.seen_uses.setdefault(key, line)
         self.ref(kind, tgt, line, detail=detail)
 
     def pending_use(self, target: str, line: int) -> None:
@@ -240,27 +241,39 @@ class Scope(HotLines):
         )
 
     def note_use(self, target: str, node: ast.AST, call: ast.Call | None = None) -> None:
-        """Record how ``node`` uses ``target``: called (with ``call``'s shape), named in a
-        type position (no effect on calls), or otherwise (passed on: callers unknown)."""
+        """Record how ``node`` uses ``target`` in the current place (def, class body or the
+        module level): called (with ``call``'s shape), named in a type position (no effect
+        on calls), or otherwise (passed on: callers unknown)."""
         if call is None and id(node) in self.called:
             return  # its call recorded the shape
         typed = call is None and (self.in_type > 0 or id(node) in self.type_nodes)
-        for key in ((target, self.owner(), False), (target, None, True)):
-            shapes = self.call_uses.setdefault(key, set())
-            if shapes is None or typed:
-                continue
-            if call is not None:
-                shapes.add(call_shape(call))
-            if call is None or len(shapes) > MAX_CALL_SHAPES:
-                self.call_uses[key] = None  # passed on, or too many ways to judge
+        places, owner = self.call_uses.setdefault(target, {}), self.owner()
+        shapes = places.setdefault(owner, set())
+        if shapes is None or typed:
+            return
+        if call is not None:
+            shapes.add(call_shape(call))
+        if call is None or len(shapes) > MAX_CALL_SHAPES:
+            places[owner] = None  # passed on, or too many ways to judge
 
     def call_shapes_of(self, ref: Reference) -> tuple[str, ...] | None:
-        """The calls a use (its def) or an import line (the file) makes of its target."""
+        """The calls a reference answers for. A use answers for the calls of its place.
+        An import line answers for the calls of its file that no use reference of their
+        own place judges: a place whose use of the name is no ``IMPORT_USE`` reference (a
+        config key, ``torch.ops``), or whose use stands on the import line itself (one
+        coupling per line: the import line's)."""
         if ref.detail == "use":
-            shapes = self.call_uses.get((ref.target, ref.owner, False))
+            shapes = self.call_uses.get(ref.target, {}).get(ref.owner, set())
             return None if shapes is None else tuple(sorted(shapes))
-        shapes = self.call_uses.get((ref.target, None, True), set())
-        return None if shapes is None else tuple(sorted(shapes))
+        out: set[str] = set()
+        for owner, shapes in self.call_uses.get(ref.target, {}).items():
+            own = self.seen_uses.get((ref.target, owner, CouplingKind.IMPORT_USE))
+            if own is not None and own != ref.line:
+                continue  # judged at its own place
+            if shapes is None:
+                return None
+            out |= shapes
+        return None if len(out) > MAX_CALL_SHAPES else tuple(sorted(out))
 
     def note_call(self, dotted: str) -> None:
         if self.frames and self.is_up(dotted):
