@@ -37,12 +37,16 @@ SCHEDULER_NEW = SCHEDULER_OLD.replace(
     textwrap.indent(
         textwrap.dedent(
             """
+            if self.blocked(node1, node2):
+                return False
             backend = self.get_backend(node1.get_device())
             if not self.get_backend(node1.get_device()).can_fuse_reduction_pair(node1, node2):
                 return False
             ready = self.get_backend(node1.get_device()).check_ready(node1)
             unset = self.get_backend(node1.get_device()).check_unset(node1)
-            return backend.group_fn(node1) and ready and unset
+            if not node1.is_template():
+                return backend.group_fn(node1) and ready and unset
+            return self.get_backend(node1.get_device()).can_fuse_epilogue(node1, node2)
             """
         ),
         "        ",
@@ -75,6 +79,9 @@ COMBINED_NEW = COMBINED_OLD + textwrap.indent(
         def can_fuse_reduction_pair(self, node1, node2):
             return not self._gemm_scheduling.has_conflict(node1, node2)
 
+        def can_fuse_epilogue(self, node1, node2):
+            return self._gemm_scheduling.has_conflict(node1, node2)
+
         def check_ready(self, node):
             return self._ready
 
@@ -90,7 +97,13 @@ KERNEL_OLD = textwrap.dedent(
         def codegen_kernel(self):
             return self.meta()
 
+        def codegen_template(self):
+            return "template"
+
         def meta(self):
+            return {}
+
+        def header(self):
             return {}
     """
 )
@@ -100,8 +113,17 @@ KERNEL_NEW = textwrap.dedent(
         def codegen_kernel(self):
             return self.meta()
 
+        def codegen_template(self):
+            return self.header()
+
         def meta(self):
             return {"block": self._block_hint()}
+
+        def header(self):
+            return {"block": self._header_hint()}
+
+        def _header_hint(self):
+            return 16
 
         def _block_hint(self):
             return 8
@@ -164,6 +186,9 @@ DOWN_KERNEL = textwrap.dedent(
         def codegen_kernel(self):
             return "npu"
 
+        def codegen_template(self):
+            return "npu " + super().codegen_template()
+
 
     class PlainKernel(Kernel):
         pass
@@ -216,6 +241,14 @@ def test_a_skipped_init_under_the_schedulers_handle_is_shim_with_all_three_place
     c = hooks[("can_fuse_reduction_pair", "NoBaseInit")]
     assert (c["action"], c["rule"]) == ("Shim", "hook.missing_breaks")
     assert "calls no base `__init__`" in c["evidence"]
+    # a bail-out on a special case before the call leaves it on the common path
+    assert "blocked" not in c["evidence"]
+
+
+def test_a_read_after_an_exit_unless_a_condition_holds_is_conditional(hooks):
+    c = hooks[("can_fuse_epilogue", "SkipsInit")]
+    assert (c["action"], c["rule"]) == ("Test", "hook.missing_conditional")
+    assert "only under `if node1.is_template()" in c["evidence"]
 
 
 def test_an_init_that_reaches_the_setter_or_sets_it_or_none_is_usable(hooks):
@@ -245,3 +278,6 @@ def test_a_read_whose_only_caller_the_class_overrides_does_not_reach_it(hooks):
     c = hooks[("_block_hint", "PlainKernel")]
     assert (c["action"], c["rule"]) == ("Test", "hook.default_usable")
     assert "Kernel.meta" in c["evidence"]
+    # an override that calls super() still runs the inherited caller
+    c = hooks[("_header_hint", "OwnCodegen")]
+    assert (c["action"], c["rule"]) == ("Test", "hook.default_usable")

@@ -250,7 +250,10 @@ def _label(cond) -> str:
 
 def _early_exit(stmt: ast.stmt) -> str | None:
     """The condition the statements after ``stmt`` run under when ``stmt`` is an ``if``
-    with one branch that leaves (``if not c: return`` -> ``c``), else None."""
+    with one branch that leaves (``if not c: return`` -> ``c``), else None. A bail-out on a
+    special case (``if blocked(a, b): return False``, ``if x is None: continue``) leaves the
+    rest on the path taken whenever the case does not hold: no condition, unless the test
+    is a device test that holds on an out-of-tree backend (:func:`on_backend`)."""
     if not isinstance(stmt, ast.If):
         return None
     body_leaves = bool(stmt.body) and isinstance(stmt.body[-1], _LEAVES)
@@ -262,6 +265,8 @@ def _early_exit(stmt: ast.stmt) -> str | None:
         kept = (
             test.operand if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) else None
         )
+        if kept is None and on_backend(test) is not True:
+            return None  # a bail-out: the rest is the path where it does not hold
         text = f"if {ast.unparse(kept)}" if kept is not None else f"not ({ast.unparse(test)})"
     else:
         text = f"if {ast.unparse(test)}"
@@ -333,6 +338,7 @@ class HookNames:
         self._down_name: dict[tuple[str, str], str] = {}  # (path, qualname) -> module.qualname
         self._handed: dict[UpClass, frozenset[str]] | None = None
         self._callers: dict[str, list[Read] | None] = {}
+        self._supers: dict[tuple[str, str], set[str]] | None = None
         self.skipped = SkippedInit(self.resolver, self._tree, self._down_tree, {})
 
     # -- the downstream side ---------------------------------------------------------
@@ -611,7 +617,10 @@ class HookNames:
         caller = r.caller.rsplit(".", 1)[-1]
         if caller in defined:
             return False
-        # nor does one whose only callers (``self.caller()`` in its MRO) it overrides
+        # nor does one whose only callers (``self.caller()`` in its MRO) it overrides without
+        # ``super().caller()``, unless downstream code of the class names it itself
+        if self._down_names(info, caller):
+            return True
         callers = self._callers_of(caller)
         if not callers:
             return True  # none found, or a use that is not such a call: assume it runs
@@ -620,10 +629,33 @@ class HookNames:
             or c.caller is None
             or (
                 (module_of(c.at.rsplit(":", 1)[0]), c.cls or "") in mro
-                and c.caller.rsplit(".", 1)[-1] not in defined
+                and (
+                    c.caller.rsplit(".", 1)[-1] not in defined
+                    or c.caller.rsplit(".", 1)[-1] in self._super_called(info)
+                )
             )
             for c in callers
         )
+
+    def _chain_of(self, info) -> list:
+        name = self._down_name.get((info.path, info.qualname))
+        return [i for _, i in self.skipped._down_chain(name)] if name else [info]
+
+    def _down_names(self, info, member: str) -> bool:
+        """Does a file of the class or of a downstream base name ``member``?"""
+        return any(member in self.join.names_in(i.path) for i in self._chain_of(info))
+
+    def _super_called(self, info) -> frozenset[str]:
+        """Method names the class and its downstream bases call as ``super().name``."""
+        if self._supers is None:
+            self._supers = defaultdict(set)
+            for f in self.down.functions():
+                owner = f.qualname.rsplit(".", 1)[0] if "." in f.qualname else ""
+                self._supers[(f.path, owner)].update(f.super_calls)
+        out: set[str] = set()
+        for i in self._chain_of(info):
+            out |= self._supers.get((i.path, i.qualname), set())
+        return frozenset(out)
 
     def _callers_of(self, name: str) -> list[Read] | None:
         """Every call ``x.name(…)`` in the new upstream; None when ``name`` is also used
