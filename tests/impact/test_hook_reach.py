@@ -45,7 +45,9 @@ SCHEDULER_NEW = SCHEDULER_OLD.replace(
             ready = self.get_backend(node1.get_device()).check_ready(node1)
             unset = self.get_backend(node1.get_device()).check_unset(node1)
             if not node1.is_template():
-                return backend.group_fn(node1) and ready and unset
+                own = self.get_backend(node1.get_device()).has_epilogue([node1])
+                stream = self.get_backend(node1.get_device()).stream_of([node1])
+                return backend.group_fn(node1) and ready and unset and own and stream
             return self.get_backend(node1.get_device()).can_fuse_epilogue(node1, node2)
             """
         ),
@@ -129,9 +131,33 @@ KERNEL_NEW = textwrap.dedent(
             return 8
     """
 )
+CUDA_OLD = textwrap.dedent(
+    """
+    from torch._inductor.scheduler import BaseScheduling
+
+
+    class CUDAScheduling(BaseScheduling):
+        def __init__(self, scheduler):
+            super().__init__(scheduler)
+            self._triton = BaseScheduling(scheduler)
+    """
+)
+CUDA_NEW = CUDA_OLD + textwrap.indent(
+    textwrap.dedent(
+        """
+        def has_epilogue(self, nodes):
+            return self._triton.group_fn(nodes)
+
+        def stream_of(self, nodes):
+            return self._stream.group_fn(nodes)
+        """
+    ),
+    "    ",
+)
 DOWN = textwrap.dedent(
     """
     from torch._inductor.codegen.common import register_backend_for_device
+    from torch._inductor.codegen.cuda_scheduling import CUDAScheduling
     from torch._inductor.codegen.gpu_combined_scheduling import CombinedScheduling
     from torch._inductor.scheduler import BaseScheduling
 
@@ -165,6 +191,12 @@ DOWN = textwrap.dedent(
         pass
 
 
+    class OwnDelegate(CUDAScheduling):
+        def __init__(self, scheduler):
+            BaseScheduling.__init__(self, scheduler)
+            self._triton = None
+
+
     class NotRegistered(CombinedScheduling):
         def __init__(self, scheduler):
             BaseScheduling.__init__(self, scheduler)
@@ -174,6 +206,7 @@ DOWN = textwrap.dedent(
     register_backend_for_device("npu1", CallsSuper, None)
     register_backend_for_device("npu2", SetsItself, None)
     register_backend_for_device("npu3", NoInit, None)
+    register_backend_for_device("npu5", OwnDelegate, None)
     register_backend_for_device("npu4", device_scheduling=NoBaseInit, device_wrapper_codegen=None)
     """
 )
@@ -207,8 +240,10 @@ def hooks(tmp_path_factory):
             "torch/_inductor/scheduler.py": SCHEDULER_OLD,
             "torch/_inductor/codegen/gpu_combined_scheduling.py": COMBINED_OLD,
             "torch/_inductor/codegen/kernel.py": KERNEL_OLD,
+            "torch/_inductor/codegen/cuda_scheduling.py": CUDA_OLD,
         },
         {
+            "torch/_inductor/codegen/cuda_scheduling.py": CUDA_NEW,
             "torch/_inductor/scheduler.py": SCHEDULER_NEW,
             "torch/_inductor/codegen/gpu_combined_scheduling.py": COMBINED_NEW,
             "torch/_inductor/codegen/kernel.py": KERNEL_NEW,
@@ -236,7 +271,7 @@ def test_a_skipped_init_under_the_schedulers_handle_is_shim_with_all_three_place
     assert "torch/_inductor/scheduler.py:" in ev and "Scheduler.can_fuse" in ev
     assert "reads `self._gemm_scheduling` (torch/_inductor/codegen/gpu_combined_scheduling" in ev
     assert "only `CombinedScheduling.__init__`" in ev
-    assert "`SkipsInit.__init__` (torch_npu/_inductor/scheduling.py:8)" in ev
+    assert "`SkipsInit.__init__` (torch_npu/_inductor/scheduling.py:9)" in ev
     assert "calls `BaseScheduling.__init__` instead" in ev and "AttributeError" in ev
     c = hooks[("can_fuse_reduction_pair", "NoBaseInit")]
     assert (c["action"], c["rule"]) == ("Shim", "hook.missing_breaks")
@@ -281,3 +316,13 @@ def test_a_read_whose_only_caller_the_class_overrides_does_not_reach_it(hooks):
     # an override that calls super() still runs the inherited caller
     c = hooks[("_header_hint", "OwnCodegen")]
     assert (c["action"], c["rule"]) == ("Test", "hook.default_usable")
+
+
+def test_a_cuda_file_default_that_delegates_to_what_the_class_sets_is_usable(hooks):
+    c = hooks[("has_epilogue", "OwnDelegate")]
+    assert (c["action"], c["rule"]) == ("Test", "hook.default_usable")
+    assert "only delegates to `self._triton`, which `OwnDelegate` sets itself" in c["evidence"]
+    # a delegate it does not set stays a failing default (read under a condition here)
+    c = hooks[("stream_of", "OwnDelegate")]
+    assert (c["action"], c["rule"]) == ("Test", "hook.missing_conditional")
+    assert "cuda_scheduling.py:" in c["evidence"] and "is CUDA-specific" in c["evidence"]

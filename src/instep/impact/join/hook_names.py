@@ -500,6 +500,36 @@ class HookNames:
         ran, _ = _backend_path(body)
         return self.skipped.finding(name, mro, where, unconditional_self_reads(ran))
 
+    def _own_delegate(self, info, where: str, member: str) -> str | None:
+        """The attribute a default read as CUDA-specific only for its file delegates to,
+        when its code names no CUDA, reads nothing else of ``self`` and the downstream
+        class sets that attribute itself (``return self._triton_scheduling.m(…)``)."""
+        name = self._down_name.get((info.path, info.qualname))
+        fn = self._def_at(where, member) if name is not None else None
+        if fn is None or self.read_down is None:
+            return None
+        body = [
+            s
+            for s in fn.body
+            if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
+        ]
+        ran, _ = _backend_path(body)
+        code = "\n".join(ast.unparse(s) for s in ran)
+        if not ran or re.search(r"\bcuda\b|\bCUDA\b|torch\.cuda", code):
+            return None
+        reads = {
+            n.attr
+            for s in ran
+            for n in ast.walk(s)
+            if isinstance(n, ast.Attribute)
+            and isinstance(n.value, ast.Name)
+            and n.value.id == "self"
+        }
+        sets = self.skipped.down_sets(name)
+        if len(reads) != 1 or sets is None or not reads <= sets:
+            return None
+        return next(iter(reads))
+
     def _may_lack(self, receiver: str, name: str, enclosing: list[UpClass], subs) -> bool:
         """Can a textual read of ``name`` from ``receiver`` find a downstream class that
         lacks it? ``self`` inside an upstream class the downstream subclasses (one of
@@ -573,6 +603,16 @@ class HookNames:
             skipped = self._skipped_init(info, mro, where, member)
             if skipped is not None:
                 fails, default = True, f"the default `{pqual}.{member}` ({where}) fails: {skipped}"
+            elif fails and default.endswith("is CUDA-specific"):
+                own = self._own_delegate(info, where, member)
+                if own is not None:
+                    fails, default = (
+                        False,
+                        (
+                            f"the default `{pqual}.{member}` ({where}), in a CUDA file, only "
+                            f"delegates to `self.{own}`, which `{info.qualname}` sets itself"
+                        ),
+                    )
             reads = self._reads_of.get(member, [])
             reaching = [r for r in reads[:_MAX_SITES] if self._reaches(r, info, mro, defined)]
             if not fails and not reaching:

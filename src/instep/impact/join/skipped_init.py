@@ -200,6 +200,19 @@ class SkippedInit:
             todo.extend(info.bases)
         return out
 
+    def down_sets(self, down_name: str) -> set[str] | None:
+        """Attributes the downstream class or a downstream base sets (any method) or gives
+        at class level; None when one of them is not read."""
+        out: set[str] = set()
+        for _, info in self._down_chain(down_name):
+            node = find_class(self.down_tree_of(info.path), info.qualname)
+            if node is None:
+                return None
+            out |= _class_level(node)
+            for fn in _methods(node):
+                out |= _stores(fn)
+        return out
+
     def finding(
         self,
         down_name: str,
