@@ -43,7 +43,7 @@ SCHEDULER_NEW = SCHEDULER_OLD.replace(
             if not self.get_backend(node1.get_device()).can_fuse_reduction_pair(node1, node2):
                 return False
             ready = self.get_backend(node1.get_device()).check_ready(node1)
-            unset = self.get_backend(node1.get_device()).check_unset(node1)
+            unset = ready and self.get_backend(node1.get_device()).check_unset(node1)
             if not node1.is_template():
                 own = self.get_backend(node1.get_device()).has_epilogue([node1])
                 stream = self.get_backend(node1.get_device()).stream_of([node1])
@@ -297,6 +297,8 @@ def test_a_class_default_or_a_getattr_with_default_is_no_skipped_init(hooks):
     for member in ("check_ready", "check_unset"):
         c = hooks[(member, "SkipsInit")]
         assert (c["action"], c["rule"]) == ("Test", "hook.default_usable"), member
+    # a call in the second operand of `and` runs only if the first holds
+    assert "reads it only under `if ready`" in hooks[("check_unset", "SkipsInit")]["evidence"]
 
 
 def test_the_handle_hands_out_only_the_registered_scheduling(hooks):

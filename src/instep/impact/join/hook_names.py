@@ -195,6 +195,17 @@ class _Reads(ast.NodeVisitor):
                 pushed += 1
         del self.conds[-1][len(self.conds[-1]) - pushed :]
 
+    def visit_BoolOp(self, node: ast.BoolOp) -> None:
+        """``a and f()`` calls ``f`` only if ``a``; ``a or f()`` only if not ``a``."""
+        self.visit(node.values[0])
+        form = "if {}" if isinstance(node.op, ast.And) else "not ({})"
+        for i, value in enumerate(node.values[1:], 1):
+            before = node.values[:i]
+            test = before[0] if i == 1 else ast.BoolOp(op=node.op, values=before)
+            self.conds[-1].append((form, test))
+            self.visit(value)
+            self.conds[-1].pop()
+
     def visit_IfExp(self, node: ast.IfExp) -> None:
         self.visit(node.test)
         self.conds[-1].append(("if {}", node.test))
