@@ -467,7 +467,7 @@ class _Analysis:
         join.references(refs)
         OpCouplings(join, units, self._lines_of).match(refs)
         self.stats["hook_name_couplings"] = HookNames(
-            join, units, self._lines_of, down, calls
+            join, units, self._lines_of, down, calls, read_down=snap.read
         ).match()
         fork_refs = fork_refs_of()
         self.stats["fork_references"] = join.forks(fork_refs)

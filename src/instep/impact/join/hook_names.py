@@ -35,6 +35,7 @@ from instep.impact.downstream.subclasses import members_defined
 from instep.impact.join.breaking_path import UpstreamCalls
 from instep.impact.join.call_conditions import on_backend
 from instep.impact.join.matchers import Join
+from instep.impact.join.skipped_init import SkippedInit, unconditional_self_reads
 from instep.impact.model import ChangeKind, CouplingKind, Reference, SymbolChange, UpstreamChange
 from instep.pyindex.model import SymbolKind, module_of
 from instep.tomlfile import parse_toml
@@ -56,6 +57,46 @@ def load_handles() -> dict[str, str]:
     for h in parse_toml(text, "backend_hooks.toml").get("handle", []):
         for r in h["receivers"]:
             out[r] = h["class"]
+    return out
+
+
+@dataclass(frozen=True)
+class Registrar:
+    """A downstream call that says which classes a handle hands out: the classes passed at
+    ``positions`` / ``keywords`` of ``function(...)`` (``register_backend_for_device``)."""
+
+    function: str
+    positions: tuple[int, ...]
+    keywords: tuple[str, ...]
+
+
+def load_registrars() -> dict[str, Registrar]:
+    """Upstream class (dotted) -> the registrar of the classes its handles hand out."""
+    text = (resources.files("instep.impact") / "data" / "backend_hooks.toml").read_text("utf-8")
+    out: dict[str, Registrar] = {}
+    for h in parse_toml(text, "backend_hooks.toml").get("handle", []):
+        if "registered_by" in h:
+            out[h["class"]] = Registrar(
+                h["registered_by"], tuple(h.get("positions", ())), tuple(h.get("keywords", ()))
+            )
+    return out
+
+
+def registered_names(tree: ast.Module, reg: Registrar) -> set[str]:
+    """Last names of what a downstream module passes to ``reg.function`` as classes."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+        if name != reg.function:
+            continue
+        args = [node.args[i] for i in reg.positions if i < len(node.args)]
+        args += [k.value for k in node.keywords if k.arg in reg.keywords]
+        out.update(
+            ast.unparse(a).rsplit(".", 1)[-1] for a in args if not isinstance(a, ast.Constant)
+        )
     return out
 
 
@@ -154,6 +195,17 @@ class _Reads(ast.NodeVisitor):
                 pushed += 1
         del self.conds[-1][len(self.conds[-1]) - pushed :]
 
+    def visit_BoolOp(self, node: ast.BoolOp) -> None:
+        """``a and f()`` calls ``f`` only if ``a``; ``a or f()`` only if not ``a``."""
+        self.visit(node.values[0])
+        form = "if {}" if isinstance(node.op, ast.And) else "not ({})"
+        for i, value in enumerate(node.values[1:], 1):
+            before = node.values[:i]
+            test = before[0] if i == 1 else ast.BoolOp(op=node.op, values=before)
+            self.conds[-1].append((form, test))
+            self.visit(value)
+            self.conds[-1].pop()
+
     def visit_IfExp(self, node: ast.IfExp) -> None:
         self.visit(node.test)
         self.conds[-1].append(("if {}", node.test))
@@ -209,7 +261,10 @@ def _label(cond) -> str:
 
 def _early_exit(stmt: ast.stmt) -> str | None:
     """The condition the statements after ``stmt`` run under when ``stmt`` is an ``if``
-    with one branch that leaves (``if not c: return`` -> ``c``), else None."""
+    with one branch that leaves (``if not c: return`` -> ``c``), else None. A bail-out on a
+    special case (``if blocked(a, b): return False``, ``if x is None: continue``) leaves the
+    rest on the path taken whenever the case does not hold: no condition, unless the test
+    is a device test that holds on an out-of-tree backend (:func:`on_backend`)."""
     if not isinstance(stmt, ast.If):
         return None
     body_leaves = bool(stmt.body) and isinstance(stmt.body[-1], _LEAVES)
@@ -221,6 +276,8 @@ def _early_exit(stmt: ast.stmt) -> str | None:
         kept = (
             test.operand if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) else None
         )
+        if kept is None and on_backend(test) is not True:
+            return None  # a bail-out: the rest is the path where it does not hold
         text = f"if {ast.unparse(kept)}" if kept is not None else f"not ({ast.unparse(test)})"
     else:
         text = f"if {ast.unparse(test)}"
@@ -273,6 +330,7 @@ class HookNames:
         lines_of: Lines,
         down,
         calls: UpstreamCalls | None,
+        read_down: Callable[[str], bytes | None] | None = None,
     ) -> None:
         self.join = join
         self.resolver = join.resolver
@@ -286,6 +344,13 @@ class HookNames:
         self._defs: dict[str, dict[str, list]] = {}
         self._file_reads: dict[tuple[str, str], tuple[str, list, list]] = {}
         self._sub_modules: frozenset[str] = frozenset()
+        self.read_down = read_down  # downstream path -> bytes: __init__ bodies, registrations
+        self._down_trees: dict[str, ast.Module | None] = {}
+        self._down_name: dict[tuple[str, str], str] = {}  # (path, qualname) -> module.qualname
+        self._handed: dict[UpClass, frozenset[str]] | None = None
+        self._callers: dict[str, list[Read] | None] = {}
+        self._supers: dict[tuple[str, str], set[str]] | None = None
+        self.skipped = SkippedInit(self.resolver, self._tree, self._down_tree, {})
 
     # -- the downstream side ---------------------------------------------------------
 
@@ -293,6 +358,7 @@ class HookNames:
         """Upstream class -> the downstream classes with it in their upstream MRO, each
         with the member names it (or a downstream base) defines and that MRO."""
         cmap = self.down._class_map()
+        self.skipped.down_classes = cmap
         out: dict[UpClass, list] = defaultdict(list)
         for name, anc in self.down.classes().items():
             info = cmap.get(name)
@@ -304,6 +370,7 @@ class HookNames:
                 if found is not None:
                     mro.extend(x for x in self.resolver.ancestors(*found) if x not in mro)
             defined = members_defined(name, cmap)
+            self._down_name[(info.path, info.qualname)] = name
             for up in mro:
                 out[up].append((info, defined, mro))
         return out
@@ -335,8 +402,8 @@ class HookNames:
                 return (mod, qual), f"{sym.path}:{sym.line}"
         return None
 
-    def _default(self, where: str, qual: str, member: str) -> tuple[bool, str]:
-        """(the default fails, what it does) for ``qual.member`` defined at ``where``."""
+    def _def_at(self, where: str, member: str):
+        """The def of ``member`` at ``where`` (path:line) in the new upstream, or None."""
         path, _, line = where.rpartition(":")
         tree = self._tree(path)
         fn = None
@@ -355,6 +422,12 @@ class HookNames:
                 ),
                 None,
             )
+        return fn
+
+    def _default(self, where: str, qual: str, member: str) -> tuple[bool, str]:
+        """(the default fails, what it does) for ``qual.member`` defined at ``where``."""
+        path = where.rpartition(":")[0]
+        fn = self._def_at(where, member)
         if fn is None:
             return False, f"`{qual}.{member}` ({where}), body not read"
         body = [
@@ -391,6 +464,83 @@ class HookNames:
             return False, f"the default `{qual}.{member}` ({where}) does nothing"
         return False, f"the default `{qual}.{member}` ({where}) runs upstream's generic code"
 
+    def _down_tree(self, path: str) -> ast.Module | None:
+        if path not in self._down_trees:
+            data = self.read_down(path) if self.read_down is not None else None
+            try:
+                self._down_trees[path] = ast.parse(data) if data else None
+            except (SyntaxError, ValueError):
+                self._down_trees[path] = None
+        return self._down_trees[path]
+
+    def _handed_to(self, up: UpClass, info) -> bool:
+        """Can a handle of ``up`` hand out the downstream class ``info``? Where the handle
+        has a registrar (``registered_by`` in ``backend_hooks.toml``), only the classes the
+        downstream passes to it (by last name); else, or when one of the names passed is no
+        downstream class (a variable), any subclass."""
+        if self._handed is None:
+            regs = load_registrars()
+            self._handed = {}
+            for dotted, reg in regs.items():
+                up_ = tuple(dotted.rsplit(".", 1))
+                raw = reg.function.encode()
+                names: set[str] = set()
+                for path in getattr(self.down, "files", {}):
+                    data = self.read_down(path) if self.read_down is not None else None
+                    tree = self._down_tree(path) if data and raw in data else None
+                    if tree is not None:
+                        names |= registered_names(tree, reg)
+                known = {n.rsplit(".", 1)[-1] for n in self.skipped.down_classes}
+                if names <= known:  # a name that is no downstream class: not followed
+                    self._handed[up_] = frozenset(names)  # type: ignore[index]
+        names = self._handed.get(up)
+        return names is None or info.qualname.rsplit(".", 1)[-1] in names
+
+    def _skipped_init(self, info, mro: list[UpClass], where: str, member: str) -> str | None:
+        """Evidence that the inherited ``member`` (defined at ``where``) reads an attribute
+        on ``info`` that only an upstream ``__init__`` it skips would set (skipped_init)."""
+        name = self._down_name.get((info.path, info.qualname))
+        fn = self._def_at(where, member) if name is not None else None
+        if fn is None or self.read_down is None:
+            return None
+        body = [
+            s
+            for s in fn.body
+            if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
+        ]
+        ran, _ = _backend_path(body)
+        return self.skipped.finding(name, mro, where, unconditional_self_reads(ran))
+
+    def _own_delegate(self, info, where: str, member: str) -> str | None:
+        """The attribute a default read as CUDA-specific only for its file delegates to,
+        when its code names no CUDA, reads nothing else of ``self`` and the downstream
+        class sets that attribute itself (``return self._triton_scheduling.m(…)``)."""
+        name = self._down_name.get((info.path, info.qualname))
+        fn = self._def_at(where, member) if name is not None else None
+        if fn is None or self.read_down is None:
+            return None
+        body = [
+            s
+            for s in fn.body
+            if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
+        ]
+        ran, _ = _backend_path(body)
+        code = "\n".join(ast.unparse(s) for s in ran)
+        if not ran or re.search(r"\bcuda\b|\bCUDA\b|torch\.cuda", code):
+            return None
+        reads = {
+            n.attr
+            for s in ran
+            for n in ast.walk(s)
+            if isinstance(n, ast.Attribute)
+            and isinstance(n.value, ast.Name)
+            and n.value.id == "self"
+        }
+        sets = self.skipped.down_sets(name)
+        if len(reads) != 1 or sets is None or not reads <= sets:
+            return None
+        return next(iter(reads))
+
     def _may_lack(self, receiver: str, name: str, enclosing: list[UpClass], subs) -> bool:
         """Can a textual read of ``name`` from ``receiver`` find a downstream class that
         lacks it? ``self`` inside an upstream class the downstream subclasses (one of
@@ -402,7 +552,8 @@ class HookNames:
             handed = self.handles.get(_receiver_key(receiver))
             ups = [handed] if handed in subs else []
         return any(
-            name not in defined
+            (receiver in _SELF or self._handed_to(up, info))
+            and name not in defined
             and name not in self.join.names_in(info.path)
             and self._provider(mro, name) is None
             for up in ups
@@ -460,8 +611,21 @@ class HookNames:
                 continue
             (_, pqual), where = prov
             fails, default = self._default(where, pqual, member)
+            skipped = self._skipped_init(info, mro, where, member)
+            if skipped is not None:
+                fails, default = True, f"the default `{pqual}.{member}` ({where}) fails: {skipped}"
+            elif fails and default.endswith("is CUDA-specific"):
+                own = self._own_delegate(info, where, member)
+                if own is not None:
+                    fails, default = (
+                        False,
+                        (
+                            f"the default `{pqual}.{member}` ({where}), in a CUDA file, only "
+                            f"delegates to `self.{own}`, which `{info.qualname}` sets itself"
+                        ),
+                    )
             reads = self._reads_of.get(member, [])
-            reaching = [r for r in reads[:_MAX_SITES] if self._reaches(r, mro, defined)]
+            reaching = [r for r in reads[:_MAX_SITES] if self._reaches(r, info, mro, defined)]
             if not fails and not reaching:
                 continue  # a usable default nothing reaches: nothing to test
             self._emit(i, c, info, member, fails, default, reaching, len(reads) > _MAX_SITES)
@@ -491,13 +655,89 @@ class HookNames:
                         Read(r.at, text_, r.receiver, "call", r.condition, r.caller, r.cls)
                     )
 
-    def _reaches(self, r: Read, mro: list[UpClass], defined: frozenset[str]) -> bool:
+    def _reaches(self, r: Read, info, mro: list[UpClass], defined: frozenset[str]) -> bool:
         path = r.at.rsplit(":", 1)[0]
         up = self._receiver_class(r, path)
         if up is None or up not in mro:
             return False
+        if r.receiver not in _SELF:
+            return self._handed_to(up, info)
+        if not r.caller or "." not in r.caller:
+            return True
         # a caller the downstream class overrides does not run on it
-        return not (r.receiver in _SELF and r.caller and r.caller.rsplit(".", 1)[-1] in defined)
+        caller = r.caller.rsplit(".", 1)[-1]
+        if caller in defined:
+            return False
+        # nor does one whose only callers (``self.caller()`` in its MRO) it overrides without
+        # ``super().caller()``, unless downstream code of the class names it itself
+        if self._down_names(info, caller):
+            return True
+        callers = self._callers_of(caller)
+        if not callers:
+            return True  # none found, or a use that is not such a call: assume it runs
+        return any(
+            c.receiver not in _SELF
+            or c.caller is None
+            or (
+                (module_of(c.at.rsplit(":", 1)[0]), c.cls or "") in mro
+                and (
+                    c.caller.rsplit(".", 1)[-1] not in defined
+                    or c.caller.rsplit(".", 1)[-1] in self._super_called(info)
+                )
+            )
+            for c in callers
+        )
+
+    def _chain_of(self, info) -> list:
+        name = self._down_name.get((info.path, info.qualname))
+        return [i for _, i in self.skipped._down_chain(name)] if name else [info]
+
+    def _down_names(self, info, member: str) -> bool:
+        """Does a file of the class or of a downstream base name ``member``?"""
+        return any(member in self.join.names_in(i.path) for i in self._chain_of(info))
+
+    def _super_called(self, info) -> frozenset[str]:
+        """Method names the class and its downstream bases call as ``super().name``."""
+        if self._supers is None:
+            self._supers = defaultdict(set)
+            for f in self.down.functions():
+                owner = f.qualname.rsplit(".", 1)[0] if "." in f.qualname else ""
+                self._supers[(f.path, owner)].update(f.super_calls)
+        out: set[str] = set()
+        for i in self._chain_of(info):
+            out |= self._supers.get((i.path, i.qualname), set())
+        return frozenset(out)
+
+    def _callers_of(self, name: str) -> list[Read] | None:
+        """Every call ``x.name(…)`` in the new upstream; None when ``name`` is also used
+        otherwise (passed as a value, read by string) or no calls were read."""
+        if name in self._callers:
+            return self._callers[name]
+        out: list[Read] | None = []
+        raw = name.encode()
+        word = re.compile(rf"\b{re.escape(name)}\b".encode())
+        for path, text in self.calls.texts().items() if self.calls is not None else ():
+            if raw not in text:
+                continue
+            uses = len(word.findall(text)) - len(re.findall(rb"def\s+" + raw + rb"\b", text))
+            tree = self.calls.tree(path) if self.calls is not None else None
+            if tree is None:
+                out = None
+                break
+            found = [
+                r
+                for n, r in _reads_in_tree(path, tree, frozenset({name}), self.calls.lines(path))
+                if n == name and r.how == "call"
+            ]
+            if uses != len(found):
+                out = None
+                break
+            out.extend(found)
+            if len(out) > _MAX_SITES:
+                out = None
+                break
+        self._callers[name] = out
+        return out
 
     def _new_reads(self, i: int, u: UpstreamChange, c: SymbolChange, subs) -> None:
         if c.new is None:
@@ -550,6 +790,8 @@ class HookNames:
             for info, defined, mro in holders:
                 if name in defined or name in self.join.names_in(info.path):
                     continue
+                if r.receiver not in _SELF and up is not None and not self._handed_to(up, info):
+                    continue  # the handle never hands this class out
                 if self._provider(mro, name) is not None:
                     continue  # an upstream ancestor defines it: the read finds that
                 if r.how == "getattr":
