@@ -18,6 +18,8 @@ import pytest
 from instep.pyindex.dataclass_init import SnapshotDataclasses
 from instep.pyindex.symbols import index_text
 
+from .gitrepo import impact_of_commit
+
 
 def _snapshot(root: Path, files: dict[str, str]) -> SnapshotDataclasses:
     for rel, text in files.items():
@@ -220,3 +222,94 @@ def test_a_non_dataclass_base_in_another_file_brings_no_fields(tmp_path, import_
     snap = _snapshot(tmp_path, files)
     data = import_from("dce.data").Data
     assert _same_as_python(snap, "dce/data.py", data) == "self, d"
+
+
+# ---------------------------------------------------------------- end to end: instep impact
+
+BASES_V1 = """
+from dataclasses import dataclass
+
+
+@dataclass
+class ReqBase:
+    name: str
+
+
+@dataclass
+class OptBase:
+    name: str
+"""
+
+BASES_V2 = BASES_V1.replace(
+    "class ReqBase:\n    name: str\n", "class ReqBase:\n    name: str\n    layout: str\n"
+).replace("class OptBase:\n    name: str\n", "class OptBase:\n    name: str\n    extra: int = 0\n")
+
+CHILDREN = """
+from dataclasses import dataclass
+
+from torch._inductor.config_bases import ReqBase
+import torch._inductor.config_bases as bases
+
+
+@dataclass
+class ReqChild(ReqBase):
+    size: int
+
+
+@dataclass
+class OptChild(bases.OptBase):
+    size: int = 1
+"""
+
+DOWN = """
+from torch._inductor.config_children import OptChild, ReqChild
+
+
+def req():
+    return ReqChild("a", 2)
+
+
+def opt():
+    return OptChild("a", size=2)
+"""
+
+
+@pytest.fixture(scope="module")
+def doc(tmp_path_factory):
+    # the commit changes only the bases' file; the subclasses' file stays as it is
+    return impact_of_commit(
+        tmp_path_factory.mktemp("dcbase"),
+        {
+            "torch/_inductor/config_bases.py": BASES_V1,
+            "torch/_inductor/config_children.py": CHILDREN,
+        },
+        {"torch/_inductor/config_bases.py": BASES_V2},
+        "[inductor] config bases gain fields (#12)",
+        {"torch_npu/_inductor/build.py": DOWN},
+    )
+
+
+def _coupling(doc: dict, upstream: str, line_text: str) -> dict:
+    unit = next(u for u in doc["units"] if u["pr"] == 12)
+    lines = DOWN.split("\n")
+    return next(
+        c
+        for c in unit["couplings"]
+        if c["upstream"].endswith("::" + upstream)
+        and lines[int(c["downstream"].rsplit(":", 1)[1]) - 1].strip() == line_text
+    )
+
+
+def test_a_base_in_another_file_gaining_a_required_field_breaks_the_subclass(doc):
+    c = _coupling(doc, "ReqChild.__init__", 'return ReqChild("a", 2)')
+    assert (c["action"], c["rule"]) == ("Shim", "constructor.call_breaks")
+    assert "does not pass 'size', which it requires" in c["detail"]
+    unit = next(u for u in doc["units"] if u["pr"] == 12)
+    change = next(x for x in unit["changes"] if x["symbol"].endswith("::ReqChild.__init__"))
+    assert change["symbol"].startswith("torch/_inductor/config_children.py::")
+    assert change["detail"] == "signature: (self, name, size) -> (self, name, layout, size)"
+
+
+def test_a_base_gaining_a_defaulted_field_fits_the_subclass_calls(doc):
+    c = _coupling(doc, "OptChild.__init__", 'return OptChild("a", size=2)')
+    assert (c["action"], c["rule"]) == ("Test", "signature.calls_fit")
