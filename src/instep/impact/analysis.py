@@ -226,6 +226,7 @@ class _Analysis:
             by_path: dict[str, list[SymbolChange]] = defaultdict(list)
             for change in version_diff.changes:
                 by_path[change.path].append(change)
+            self._add_dataclass_bases(by_path, {p for p, _, _ in pairs}, cache)
             for path, old, new in pairs:
                 self.texts[path] = (old, new)
                 per_unit.append(by_path.get(path, []))
@@ -246,6 +247,7 @@ class _Analysis:
                     self.texts[(u.id, path)] = (old, new)
                     diffs.append(fdiff)
                 per_unit.append(symbol_diff.join(diffs))
+            self._add_dataclass_bases_per_commit(raw, per_unit)
         self._add_gone_modules(raw, per_unit)
         out: list[UpstreamChange] = []
         if self.mode == "release":
@@ -256,6 +258,52 @@ class _Analysis:
             out = [self._unit(u, changes) for u, changes in zip(raw, per_unit, strict=True)]
         self.stats["symbol_changes"] = sum(len(u.changes) for u in out)
         return [u for u in out if u.changes]
+
+    def _add_dataclass_bases(
+        self, by_path: dict[str, list[SymbolChange]], changed: set[str], cache
+    ) -> None:
+        """A release: the ``__init__`` of dataclasses whose fields come from other files
+        (upstream/dataclass_bases), each in the unit of its file, or else of the first
+        changed file its fields come from."""
+        from instep.impact.upstream import dataclass_bases
+
+        found = dataclass_bases.changes(
+            changed, self.old, self.new, self.stage_of, cache=cache, jobs=self.jobs
+        )
+        for x in found:
+            home = x.change.path if x.change.path in changed else min(x.sources & changed)
+            _replace_change(by_path[home], x.change)
+        self.stats["dataclass_base_changes"] = len(found)
+
+    def _add_dataclass_bases_per_commit(
+        self, raw: list[_RawUnit], per_unit: list[list[SymbolChange]]
+    ) -> None:
+        """A history: the same, per commit, for the files that have such dataclasses at
+        either end of the range (a commit touching none of them costs nothing)."""
+        from instep.impact.upstream import dataclass_bases, sources
+
+        if not isinstance(self.new, sources.GitSnapshot):
+            return  # patches: no snapshot per unit
+        cache = ContentCache(self.cache_root, "symbols") if self.cache_root else None
+        watch: dict[str, frozenset[str]] = {}
+        for end in (self.old, self.new):
+            for path, deps in dataclass_bases.dependants(end, cache, self.jobs).items():
+                watch[path] = watch.get(path, frozenset()) | deps
+        count = 0
+        for u, changes in zip(raw, per_unit, strict=True):
+            touched = {f.path for f in u.files}
+            only = [p for p, deps in watch.items() if p in touched or deps & touched]
+            if not only or not u.commit:
+                continue
+            parent = sources.GitSnapshot(self.new.repo, f"{u.commit}^")
+            this = sources.GitSnapshot(self.new.repo, u.commit)
+            found = dataclass_bases.changes(
+                touched, parent, this, self.stage_of, cache=cache, jobs=1, only=only
+            )
+            for x in found:
+                _replace_change(changes, x.change)
+            count += len(found)
+        self.stats["dataclass_base_changes"] = count
 
     def _add_gone_modules(self, raw: list[_RawUnit], per_unit: list[list[SymbolChange]]) -> None:
         """Names of modules renamed, split or deleted, at their old path (module_moves)."""
@@ -650,6 +698,12 @@ def _now() -> str:
 
 def _v(version: tuple[int, ...] | None) -> str | None:
     return ".".join(map(str, version)) if version else None
+
+
+def _replace_change(changes: list[SymbolChange], change: SymbolChange) -> None:
+    """Put ``change`` in ``changes`` instead of any other change of the same symbol."""
+    changes[:] = [c for c in changes if (c.path, c.qualname) != (change.path, change.qualname)]
+    changes.append(change)
 
 
 def _by_coupling(changes: list[SymbolChange], couplings: list[Coupling]) -> list[SymbolChange]:

@@ -16,9 +16,13 @@ one, so that the signature machinery (``pyindex.signatures``) and the symbol dif
 * keyword-only: ``kw_only=True`` on the decorator (its own fields), ``field(kw_only=...)``
   and the fields after ``_: KW_ONLY``.
 
-Bases are resolved in the same file only: a base defined elsewhere (which may carry
-fields) gives no symbol rather than a wrong one, except bases known to carry none
-(``object``, ``Generic[...]``, ``Protocol``, ``ABC``). The body hash is a constant: the
+:func:`dataclass_inits` resolves bases in the same file only (it runs per file, and a
+file's cached index must not depend on other files): a base defined elsewhere (which may
+carry fields) gives no symbol rather than a wrong one, except bases known to carry none
+(``object``, ``Generic[...]``, ``Protocol``, ``ABC``). Once every file of a snapshot can
+be read, :class:`SnapshotDataclasses` gives the others: a base found through the file's
+imports in another file of the snapshot brings its fields (and its own bases' fields);
+a base it cannot find still gives no symbol. The body hash is a constant: the
 synthesised body changes only with the signature, and the signature leaves the field
 annotations out: they change no binding, and the class attribute's own change reports
 them. Nothing here parses source text.
@@ -28,9 +32,11 @@ from __future__ import annotations
 
 import ast
 import hashlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
-from instep.pyindex.model import Symbol, SymbolKind
+from instep.pyindex.model import Symbol, SymbolKind, module_of
 
 SYNTHESISED = "<synthesised by @dataclass>"  # the value of a synthesised __init__ symbol
 _BODY = hashlib.blake2b(b"dataclass __init__", digest_size=12).hexdigest()
@@ -129,34 +135,54 @@ def _own_fields(cls: Symbol, members: list[Symbol], kw_only_all: bool) -> list[_
     return fields
 
 
-class _Classes:
-    """The classes of one file and their member symbols, fields collected on demand."""
+#: ``outside(table, text)``: the class a base written ``text`` in ``table``'s file names in
+#: another file of the snapshot, as (that file's table, qualname); None: not known.
+Outside = Callable[["_Classes", str], "tuple[_Classes, str] | None"]
 
-    def __init__(self, symbols: dict[str, Symbol]) -> None:
+
+class _Classes:
+    """The classes of one file and their member symbols, fields collected on demand.
+
+    ``outside`` finds a base that is not defined in the file (see :class:`SnapshotDataclasses`);
+    without it such a base leaves the fields unknown."""
+
+    def __init__(
+        self,
+        symbols: dict[str, Symbol],
+        imports: dict[str, str] | None = None,
+        path: str = "",
+        outside: Outside | None = None,
+    ) -> None:
         self.symbols = symbols
+        self.imports = imports or {}
+        self.path = path
+        self.outside = outside
         self.members: dict[str, list[Symbol]] = {}
         for q, sym in symbols.items():
             owner = q.rpartition(".")[0]
             if owner and owner in symbols and symbols[owner].kind is SymbolKind.CLASS:
                 self.members.setdefault(owner, []).append(sym)
         self.memo: dict[str, list[_Field] | None] = {}
+        self.sources: dict[str, frozenset[str]] = {}  # class -> other files its fields read
 
-    def _base(self, qual: str, text: str) -> str | None:
-        """The qualname of a base written ``text`` in the class ``qual``, if in this file."""
+    def _base(self, qual: str, text: str) -> tuple[_Classes, str] | None:
+        """Where the base written ``text`` in the class ``qual`` is defined: (table,
+        qualname); ``(self, "")``: a base known to carry no fields; None: not known."""
         if "=" in text.split("[", 1)[0]:
-            return ""  # metaclass=..., a keyword of the class statement
+            return self, ""  # metaclass=..., a keyword of the class statement
         name = _last(_expr(text))
         if name in _NO_FIELDS:
-            return ""
+            return self, ""
         text = text.split("[", 1)[0].strip()  # Base[T]: the class Base
         scope = qual.rpartition(".")[0]
         while True:  # a nested class may name a sibling (not correct Python: a near miss)
             cand = f"{scope}.{text}" if scope else text
             if cand in self.symbols and self.symbols[cand].kind is SymbolKind.CLASS:
-                return cand
+                return self, cand
             if not scope:
-                return None
+                break
             scope = scope.rpartition(".")[0]
+        return self.outside(self, text) if self.outside is not None else None
 
     def fields(self, qual: str, depth: int = 0) -> list[_Field] | None:
         """Every ``__init__`` field of class ``qual`` (inherited first); None: not known."""
@@ -165,14 +191,22 @@ class _Classes:
         self.memo[qual] = None  # a cycle (never in valid code) gives None
         cls = self.symbols[qual]
         merged: dict[str, _Field] = {}
+        sources: set[str] = set()
         for text in reversed(cls.bases):
-            base = self._base(qual, text)
-            if base is None or depth > 20:
+            found = self._base(qual, text)
+            if found is None or depth > 20:
                 return None
-            for f in (self.fields(base, depth + 1) if base else []) or []:
+            table, base = found
+            if not base:
+                continue
+            inherited = table.fields(base, depth + 1)
+            if inherited is None:
+                return None
+            for f in inherited:
                 merged[f.name] = f
-            if base and self.memo.get(base) is None:
-                return None
+            sources.update(table.sources.get(base, ()))
+            if table is not self:
+                sources.add(table.path)
         deco = _decorator(cls)
         if deco is not None:
             kw_all = isinstance(deco, ast.Call) and _is_true(_keyword(deco, "kw_only"))
@@ -180,6 +214,7 @@ class _Classes:
                 merged[f.name] = f
         out = list(merged.values())
         self.memo[qual] = out
+        self.sources[qual] = frozenset(sources)
         return out
 
 
@@ -192,32 +227,125 @@ def _signature(fields: list[_Field]) -> str:
     return ", ".join(["self", *positional, *(["*", *keyword] if keyword else [])])
 
 
+def _init_symbol(cls: Symbol, fields: list[_Field]) -> Symbol:
+    return Symbol(
+        path=cls.path,
+        qualname=f"{cls.qualname}.__init__",
+        kind=SymbolKind.METHOD,
+        line=cls.line,
+        end_line=cls.line,
+        signature=_signature(fields),
+        body_hash=_BODY,
+        returns="None",
+        value=SYNTHESISED,
+    )
+
+
+def _synthesising(symbols: dict[str, Symbol]) -> list[Symbol]:
+    """The dataclasses of ``symbols`` whose ``__init__`` ``@dataclass`` writes."""
+    return [
+        s
+        for s in symbols.values()
+        if s.kind is SymbolKind.CLASS and _decorator(s) and f"{s.qualname}.__init__" not in symbols
+    ]
+
+
 def dataclass_inits(symbols: dict[str, Symbol]) -> list[Symbol]:
     """A ``Cls.__init__`` METHOD symbol for each dataclass of one file's ``symbols``
-    whose ``__init__`` is synthesised (see the module docstring)."""
-    classes = [s for s in symbols.values() if s.kind is SymbolKind.CLASS and _decorator(s)]
+    whose ``__init__`` is synthesised and whose bases are all in the file (see the module
+    docstring); :class:`SnapshotDataclasses` adds those with a base in another file."""
+    classes = _synthesising(symbols)
     if not classes:
         return []
     table = _Classes(symbols)
     out: list[Symbol] = []
     for cls in classes:
-        qual = f"{cls.qualname}.__init__"
-        if qual in symbols:
-            continue  # its own __init__: @dataclass keeps it
         fields = table.fields(cls.qualname)
-        if fields is None:
-            continue  # a base from another file: the fields are not known here
-        out.append(
-            Symbol(
-                path=cls.path,
-                qualname=qual,
-                kind=SymbolKind.METHOD,
-                line=cls.line,
-                end_line=cls.line,
-                signature=_signature(fields),
-                body_hash=_BODY,
-                returns="None",
-                value=SYNTHESISED,
-            )
-        )
+        if fields is not None:  # None: a base from another file, not known here
+            out.append(_init_symbol(cls, fields))
     return out
+
+
+class IndexedFile(Protocol):
+    """What :class:`SnapshotDataclasses` reads of a file's index (``symbols.FileIndex``)."""
+
+    symbols: dict[str, Symbol]
+    imports: dict[str, str]
+
+
+MAX_HOPS = 6  # re-exports followed from an import to the class it names
+
+
+class SnapshotDataclasses:
+    """The synthesised ``__init__`` of dataclasses whose bases lie in other files of one
+    snapshot (one version of a tree), found after every file was indexed on its own.
+
+    A base written ``Base`` or ``m.Base`` is looked up in the file's imports (``from a.b
+    import Base``, ``import a.b as m``, relative imports already absolute), then in the
+    module of the longest dotted prefix that is a file of the snapshot, following
+    re-exports (``a/__init__.py`` importing ``Base`` from ``a.impl``) up to
+    :data:`MAX_HOPS` times. A base outside the snapshot, or written as an expression,
+    leaves the class without a synthesised ``__init__``. ``load(path)`` gives a file's
+    index (None: unreadable); each file is loaded at most once.
+    """
+
+    def __init__(self, paths: Iterable[str], load: Callable[[str], IndexedFile | None]) -> None:
+        self.module_paths = {module_of(p): p for p in paths if p.endswith(".py")}
+        self._load = load
+        self._tables: dict[str, _Classes | None] = {}
+
+    def table(self, path: str) -> _Classes | None:
+        if path not in self._tables:
+            index = self._load(path)
+            self._tables[path] = (
+                None
+                if index is None
+                else _Classes(index.symbols, index.imports, path, self._outside)
+            )
+        return self._tables[path]
+
+    def _outside(self, table: _Classes, text: str) -> tuple[_Classes, str] | None:
+        parts = text.split(".")
+        if not all(p.isidentifier() for p in parts):
+            return None  # an expression: not followed
+        for cut in range(len(parts), 0, -1):
+            target = table.imports.get(".".join(parts[:cut]))
+            if target is not None:
+                return self._find(".".join([target, *parts[cut:]]), 0)
+        return None
+
+    def _find(self, dotted: str, hops: int) -> tuple[_Classes, str] | None:
+        if hops > MAX_HOPS:
+            return None
+        parts = dotted.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            path = self.module_paths.get(".".join(parts[:cut]))
+            if path is None:
+                continue
+            table = self.table(path)
+            if table is None:
+                return None
+            qual = ".".join(parts[cut:])
+            sym = table.symbols.get(qual)
+            if sym is not None:
+                return (table, qual) if sym.kind is SymbolKind.CLASS else None
+            head, _, tail = qual.partition(".")
+            target = table.imports.get(head)
+            if target is None:
+                return None
+            return self._find(".".join(filter(None, [target, tail])), hops + 1)
+        return None
+
+    def inits(self, path: str) -> dict[str, tuple[Symbol, frozenset[str]]]:
+        """``Cls.__init__`` -> (its synthesised symbol, the other files its fields come
+        from) for each dataclass of ``path`` that needs a base from another file."""
+        table = self.table(path)
+        if table is None:
+            return {}
+        out: dict[str, tuple[Symbol, frozenset[str]]] = {}
+        for cls in _synthesising(table.symbols):
+            fields = table.fields(cls.qualname)
+            sources = table.sources.get(cls.qualname, frozenset())
+            if fields is not None and sources:
+                out[f"{cls.qualname}.__init__"] = (_init_symbol(cls, fields), sources)
+        return out

@@ -178,6 +178,23 @@ def _change(
     )
 
 
+def symbol_change(
+    path: str, stage: Stage, old: Symbol | None, new: Symbol | None
+) -> SymbolChange | None:
+    """How one symbol changed between two versions (None: not at all, or absent from both):
+    what :func:`diff_file` says of a symbol with the same qualname on both sides."""
+    if old is None or new is None:
+        if old is None and new is None:
+            return None
+        kind = ChangeKind.ADDED if old is None else ChangeKind.REMOVED
+        return _change(path, stage, kind, old, new)
+    aspects, details = compare(old, new)
+    if not aspects:
+        return None
+    kind = min(aspects, key=_RANK.__getitem__)
+    return _change(path, stage, kind, old, new, aspects, details)
+
+
 class MemberTable:
     """qualname -> the symbols inside it (methods of a class, ...), built once per index."""
 
@@ -331,10 +348,9 @@ def _diff_common(
             and o.registrations == n.registrations
         ):
             continue
-        aspects, details = compare(o, n)
-        if aspects:
-            kind = min(aspects, key=_RANK.__getitem__)
-            changes.append(_change(path, stage, kind, o, n, aspects, details))
+        change = symbol_change(path, stage, o, n)
+        if change is not None:
+            changes.append(change)
     return changes, removed, added
 
 

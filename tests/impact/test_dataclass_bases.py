@@ -1,0 +1,315 @@
+"""Dataclasses whose bases are defined in other files: ``pyindex.dataclass_init``'s
+``SnapshotDataclasses``, checked against what Python builds.
+
+Each test writes a small package of real modules to a temp dir, indexes every file on its
+own (as the per-file cache does), resolves the bases across files, and compares the
+synthesised ``__init__`` with ``inspect.signature`` of the class that ``importlib`` imports.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+from pathlib import Path
+
+import pytest
+
+from instep.pyindex.dataclass_init import SnapshotDataclasses
+from instep.pyindex.symbols import index_text
+
+from .gitrepo import impact_of_commit
+
+
+def _snapshot(root: Path, files: dict[str, str]) -> SnapshotDataclasses:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    indexes = {rel: index_text(rel, text) for rel, text in files.items()}
+    return SnapshotDataclasses(list(files), indexes.get)
+
+
+@pytest.fixture
+def import_from(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    loaded: list[str] = []
+
+    def load(module: str):
+        loaded.append(module)
+        return importlib.import_module(module)
+
+    yield load
+    for name in list(sys.modules):
+        if any(name == m or name.startswith(m.split(".")[0] + ".") for m in loaded):
+            sys.modules.pop(name, None)
+        if any(name == m.split(".")[0] for m in loaded):
+            sys.modules.pop(name, None)
+
+
+def _params(signature: inspect.Signature) -> list[tuple[str, bool, object]]:
+    """(name, keyword-only, default): a constant default as is, another one (Python's
+    default_factory sentinel, our ``list()``) as 'computed', none as 'required'."""
+    out = []
+    for p in signature.parameters.values():
+        if p.default is p.empty:
+            default: object = "required"
+        elif isinstance(p.default, (int, float, str)):
+            default = p.default
+        else:
+            default = "computed"
+        out.append((p.name, p.kind is p.KEYWORD_ONLY, default))
+    return out
+
+
+def _same_as_python(snap: SnapshotDataclasses, path: str, cls: type) -> str:
+    """Assert the synthesised ``cls.__init__`` binds as Python's; give its signature."""
+    sym, _ = snap.inits(path)[f"{cls.__qualname__}.__init__"]
+    namespace: dict = {}
+    exec(f"def synthesised({sym.signature}): pass", namespace)  # our own output
+    assert _params(inspect.signature(namespace["synthesised"])) == _params(
+        inspect.signature(cls.__init__)
+    )
+    return sym.signature
+
+
+def test_fields_of_a_base_in_another_file_come_first(tmp_path, import_from):
+    files = {
+        "dca/__init__.py": "",
+        "dca/base.py": (
+            "from dataclasses import dataclass\n\n"
+            "@dataclass\nclass Base:\n    a: int\n    b: str = 'x'\n"
+        ),
+        "dca/child.py": (
+            "from dataclasses import dataclass\nfrom dca.base import Base\n\n"
+            "@dataclass\nclass Child(Base):\n    c: float = 1.5\n"
+        ),
+    }
+    snap = _snapshot(tmp_path, files)
+    child = import_from("dca.child").Child
+    assert _same_as_python(snap, "dca/child.py", child) == "self, a, b='x', c=1.5"
+    assert snap.inits("dca/child.py")["Child.__init__"][1] == {"dca/base.py"}
+    # the file's own index (the cached one) does not know the base: no __init__ there
+    assert "Child.__init__" not in index_text("dca/child.py", files["dca/child.py"]).symbols
+
+
+CHAIN = {
+    "dcb/__init__.py": "",
+    "dcb/root.py": """
+from dataclasses import InitVar, dataclass, field
+from typing import ClassVar
+
+
+@dataclass
+class Root:
+    a: int
+    b: int = 2
+    counter: ClassVar[int] = 0
+    hidden: int = field(default=0, init=False)
+    seed: InitVar[int] = 7
+    tags: list = field(default_factory=list)
+
+    def __post_init__(self, seed):
+        pass
+""",
+    "dcb/mid.py": """
+from dataclasses import KW_ONLY, dataclass
+
+from .root import Root
+
+
+@dataclass
+class Mid(Root):
+    b: int = 20
+    m: str = "m"
+    _: KW_ONLY
+    flag: bool = False
+
+
+class Plain(Mid):
+    note = "not a dataclass: inherits Mid's fields as they are"
+""",
+    "dcb/leaf.py": """
+from dataclasses import dataclass
+
+import dcb.mid as m
+
+
+@dataclass
+class Leaf(m.Plain):
+    a: int = 1
+    z: float = 0.5
+""",
+}
+
+
+def test_a_chain_across_three_files_in_mro_order(tmp_path, import_from):
+    snap = _snapshot(tmp_path, CHAIN)
+    leaf = import_from("dcb.leaf").Leaf
+    mid = import_from("dcb.mid").Mid
+    # a (overridden: keeps its first place, takes the new default), b (Mid's default),
+    # ClassVar and init=False left out, InitVar kept, the KW_ONLY field last
+    assert _same_as_python(snap, "dcb/leaf.py", leaf) == (
+        "self, a=1, b=20, seed=7, tags=list(), m='m', z=0.5, *, flag=False"
+    )
+    assert _same_as_python(snap, "dcb/mid.py", mid) == (
+        "self, a, b=20, seed=7, tags=list(), m='m', *, flag=False"
+    )
+    assert snap.inits("dcb/leaf.py")["Leaf.__init__"][1] == {"dcb/mid.py", "dcb/root.py"}
+
+
+def test_kw_only_in_the_base_and_a_reexport_through_the_package(tmp_path, import_from):
+    files = {
+        "dcc/__init__.py": "from dcc.impl import KBase\n",
+        "dcc/impl.py": (
+            "from dataclasses import dataclass, field\n\n"
+            "@dataclass(kw_only=True)\nclass KBase:\n    k: int\n"
+            "    j: int = field(default=3, kw_only=False)\n"
+        ),
+        "dcc/user.py": (
+            "from dataclasses import dataclass\nfrom dcc import KBase\n\n"
+            "@dataclass\nclass User(KBase):\n    p: int = 4\n"
+        ),
+    }
+    snap = _snapshot(tmp_path, files)
+    user = import_from("dcc.user").User
+    assert _same_as_python(snap, "dcc/user.py", user) == "self, j=3, p=4, *, k"
+
+
+def test_an_unresolvable_base_gives_no_init(tmp_path):
+    files = {
+        "dcd/__init__.py": "",
+        "dcd/out.py": """
+from dataclasses import dataclass
+
+from elsewhere.pkg import Remote
+import dcd.factory as f
+
+
+@dataclass
+class FromOutside(Remote):
+    a: int
+
+
+@dataclass
+class FromACall(f.make()):
+    a: int
+
+
+@dataclass
+class FromAFunction(f.make):
+    a: int
+
+
+@dataclass
+class FromMissing(f.Missing):
+    a: int
+""",
+        "dcd/factory.py": "def make():\n    return object\n",
+    }
+    snap = _snapshot(tmp_path, files)
+    assert snap.inits("dcd/out.py") == {}
+
+
+def test_a_non_dataclass_base_in_another_file_brings_no_fields(tmp_path, import_from):
+    files = {
+        "dce/__init__.py": "",
+        "dce/plain.py": "class Plain:\n    a: int\n    b: int = 1\n",
+        "dce/data.py": (
+            "from dataclasses import dataclass\nfrom dce.plain import Plain\n\n"
+            "@dataclass\nclass Data(Plain):\n    d: int\n"
+        ),
+    }
+    snap = _snapshot(tmp_path, files)
+    data = import_from("dce.data").Data
+    assert _same_as_python(snap, "dce/data.py", data) == "self, d"
+
+
+# ---------------------------------------------------------------- end to end: instep impact
+
+BASES_V1 = """
+from dataclasses import dataclass
+
+
+@dataclass
+class ReqBase:
+    name: str
+
+
+@dataclass
+class OptBase:
+    name: str
+"""
+
+BASES_V2 = BASES_V1.replace(
+    "class ReqBase:\n    name: str\n", "class ReqBase:\n    name: str\n    layout: str\n"
+).replace("class OptBase:\n    name: str\n", "class OptBase:\n    name: str\n    extra: int = 0\n")
+
+CHILDREN = """
+from dataclasses import dataclass
+
+from torch._inductor.config_bases import ReqBase
+import torch._inductor.config_bases as bases
+
+
+@dataclass
+class ReqChild(ReqBase):
+    size: int
+
+
+@dataclass
+class OptChild(bases.OptBase):
+    size: int = 1
+"""
+
+DOWN = """
+from torch._inductor.config_children import OptChild, ReqChild
+
+
+def req():
+    return ReqChild("a", 2)
+
+
+def opt():
+    return OptChild("a", size=2)
+"""
+
+
+@pytest.fixture(scope="module")
+def doc(tmp_path_factory):
+    # the commit changes only the bases' file; the subclasses' file stays as it is
+    return impact_of_commit(
+        tmp_path_factory.mktemp("dcbase"),
+        {
+            "torch/_inductor/config_bases.py": BASES_V1,
+            "torch/_inductor/config_children.py": CHILDREN,
+        },
+        {"torch/_inductor/config_bases.py": BASES_V2},
+        "[inductor] config bases gain fields (#12)",
+        {"torch_npu/_inductor/build.py": DOWN},
+    )
+
+
+def _coupling(doc: dict, upstream: str, line_text: str) -> dict:
+    unit = next(u for u in doc["units"] if u["pr"] == 12)
+    lines = DOWN.split("\n")
+    return next(
+        c
+        for c in unit["couplings"]
+        if c["upstream"].endswith("::" + upstream)
+        and lines[int(c["downstream"].rsplit(":", 1)[1]) - 1].strip() == line_text
+    )
+
+
+def test_a_base_in_another_file_gaining_a_required_field_breaks_the_subclass(doc):
+    c = _coupling(doc, "ReqChild.__init__", 'return ReqChild("a", 2)')
+    assert (c["action"], c["rule"]) == ("Shim", "constructor.call_breaks")
+    assert "does not pass 'size', which it requires" in c["detail"]
+    unit = next(u for u in doc["units"] if u["pr"] == 12)
+    change = next(x for x in unit["changes"] if x["symbol"].endswith("::ReqChild.__init__"))
+    assert change["symbol"].startswith("torch/_inductor/config_children.py::")
+    assert change["detail"] == "signature: (self, name, size) -> (self, name, layout, size)"
+
+
+def test_a_base_gaining_a_defaulted_field_fits_the_subclass_calls(doc):
+    c = _coupling(doc, "OptChild.__init__", 'return OptChild("a", size=2)')
+    assert (c["action"], c["rule"]) == ("Test", "signature.calls_fit")
