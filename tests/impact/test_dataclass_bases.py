@@ -313,3 +313,39 @@ def test_a_base_in_another_file_gaining_a_required_field_breaks_the_subclass(doc
 def test_a_base_gaining_a_defaulted_field_fits_the_subclass_calls(doc):
     c = _coupling(doc, "OptChild.__init__", 'return OptChild("a", size=2)')
     assert (c["action"], c["rule"]) == ("Test", "signature.calls_fit")
+
+
+def test_a_root_commit_in_the_range_is_read_without_a_parent(tmp_path):
+    """An orphan history merged into the range brings a parentless commit that adds a
+    dataclass hierarchy: it has no ``commit^`` to compare with, and the analysis goes on."""
+    import json
+
+    from instep.cli import run as cli_run
+
+    from .gitrepo import RepoBuilder
+
+    up = RepoBuilder(tmp_path / "pytorch")
+    for package in ("torch/__init__.py", "torch/_inductor/__init__.py"):
+        up.write(package, "")
+    up.commit("base")
+    up.tag("v1")
+    up.git("checkout", "-q", "--orphan", "side")
+    up.git("rm", "-q", "-rf", ".")
+    up.write("torch/_inductor/config_bases.py", BASES_V1)
+    up.write("torch/_inductor/config_children.py", CHILDREN)
+    root = up.commit("side history")
+    up.git("checkout", "-q", "main")
+    up.git("merge", "-q", "--allow-unrelated-histories", "--no-edit", "side")
+    up.tag("v2")
+    down = tmp_path / "torch_npu"
+    (down / "torch_npu").mkdir(parents=True)
+    (down / "torch_npu" / "__init__.py").write_text("", encoding="utf-8")
+    (down / "torch_npu" / "build.py").write_text(DOWN, encoding="utf-8")
+    out = tmp_path / "impact.json"
+    args = ["impact", "--upstream-git", str(up.path), "--range", "v1..v2"]
+    args += ["--downstream", str(down), "--format", "json", "--out", str(out), "--no-cache"]
+    assert cli_run(args) == 0
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    assert root[:12] in {u["id"][:12] for u in doc["units"]} | {
+        (u.get("commit") or "")[:12] for u in doc["units"]
+    }

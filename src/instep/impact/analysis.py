@@ -21,7 +21,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import TypeVar
 
-from instep.errors import BadInput
+from instep.errors import BadInput, MissingInput
 from instep.impact.downstream.class_escapes import ClassEscapes
 from instep.impact.downstream.wholesale import find_swaps
 from instep.impact.join.breaking_path import UpstreamCalls
@@ -295,7 +295,10 @@ class _Analysis:
             only = [p for p, deps in watch.items() if p in touched or deps & touched]
             if not only or not u.commit:
                 continue
-            parent = sources.GitSnapshot(self.new.repo, f"{u.commit}^")
+            try:
+                parent = sources.GitSnapshot(self.new.repo, f"{u.commit}^")
+            except MissingInput:
+                continue  # a root commit (an unrelated history merged in): all added
             this = sources.GitSnapshot(self.new.repo, u.commit)
             found = dataclass_bases.changes(
                 touched, parent, this, self.stage_of, cache=cache, jobs=1, only=only
