@@ -284,6 +284,7 @@ class HookNames:
         self._texts: dict[str, ast.Module | None] = {}
         self._reads_of: dict[str, list[Read]] = defaultdict(list)  # member -> calls of it
         self._defs: dict[str, dict[str, list]] = {}
+        self._defaults: dict[tuple[str, str, str], tuple[bool, str]] = {}
         self._file_reads: dict[tuple[str, str], tuple[str, list, list]] = {}
         self._sub_modules: frozenset[str] = frozenset()
 
@@ -336,7 +337,14 @@ class HookNames:
         return None
 
     def _default(self, where: str, qual: str, member: str) -> tuple[bool, str]:
-        """(the default fails, what it does) for ``qual.member`` defined at ``where``."""
+        """(the default fails, what it does) for ``qual.member`` defined at ``where``
+        (memoised: many downstream classes share one upstream default)."""
+        key = (where, qual, member)
+        if key not in self._defaults:
+            self._defaults[key] = self._read_default(where, qual, member)
+        return self._defaults[key]
+
+    def _read_default(self, where: str, qual: str, member: str) -> tuple[bool, str]:
         path, _, line = where.rpartition(":")
         tree = self._tree(path)
         fn = None
