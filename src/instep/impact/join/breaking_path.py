@@ -121,10 +121,18 @@ def needs_search(change: SymbolChange, ref: Reference, kind: CouplingKind) -> bo
 
 
 class _Sites(call_conditions.GuardedVisitor):
-    def __init__(self, path: str, names: frozenset[str], lines: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        names: frozenset[str],
+        lines: list[str] | None = None,
+        conditions: dict[tuple[int, int], dict[str, str]] | None = None,
+    ) -> None:
         super().__init__()
         self.path = path
         self.names = names
+        # the file's defs' conditional names by (line, column), shared by every visit
+        self.conditions = {} if conditions is None else conditions
         # with the file's lines, a def or class whose text names none of ``names`` is skipped
         self.lines = None if lines is None or SELF_CONSTRUCTION in names else lines
         self.stack: list[tuple[str, str]] = []  # ('class'|'def', name)
@@ -152,7 +160,10 @@ class _Sites(call_conditions.GuardedVisitor):
         if self._names_none(node):
             return
         self.stack.append(("def", node.name))
-        self.conditional.append({**self.conditional[-1], **call_conditions.conditional_names(node)})
+        at = (node.lineno, node.col_offset)
+        if at not in self.conditions:
+            self.conditions[at] = call_conditions.conditional_names(node)
+        self.conditional.append({**self.conditional[-1], **self.conditions[at]})
         self.generic_visit(node)
         self.conditional.pop()
         self.stack.pop()
@@ -220,6 +231,7 @@ class UpstreamCalls:
         self._trees: dict[str, ast.Module | None] = {}
         self._memo: dict[tuple[str, str | None, tuple[str, ...]], list[CallSite]] = {}
         self._lines: dict[str, list[str]] = {}
+        self._conditions: dict[str, dict[tuple[int, int], dict[str, str]]] = {}
 
     def texts(self) -> dict[str, bytes]:
         """Every ``.py`` file of the new upstream, path -> bytes (read once)."""
@@ -251,7 +263,7 @@ class UpstreamCalls:
             tree = self._tree(p)
             if tree is None:
                 continue
-            visitor = _Sites(p, here, self.lines(p))
+            visitor = _Sites(p, here, self.lines(p), self._conditions.setdefault(p, {}))
             visitor.visit(tree)
             for n in here:
                 found[n].extend(visitor.out[n])
@@ -330,7 +342,8 @@ class UpstreamCalls:
             for p in paths:
                 tree = self._tree(p)
                 if tree is not None:
-                    visitor = _Sites(p, frozenset({name}), self.lines(p))
+                    conditions = self._conditions.setdefault(p, {})
+                    visitor = _Sites(p, frozenset({name}), self.lines(p), conditions)
                     visitor.visit(tree)
                     out.extend(visitor.out[name])
             self._memo[key] = out

@@ -85,12 +85,15 @@ class _Reads(ast.NodeVisitor):
         path: str,
         call_names: frozenset[str] | None = frozenset(),
         lines: list[str] | None = None,
+        calls_only: bool = False,
     ) -> None:
         self.path = path
         self.call_names = call_names
         # with the file's lines, a def or class whose text has none of these is skipped
         self.lines = lines
-        self.needles = ("attr(", *(call_names or ()))
+        # calls only: getattr/hasattr reads are not wanted, nor the defs only they name
+        self.calls_only = calls_only
+        self.needles = (*(() if calls_only else ("attr(",)), *(call_names or ()))
         self.classes: list[str] = []
         self.defs: list[str] = []
         self.conds: list[list[str]] = [[]]
@@ -164,7 +167,8 @@ class _Reads(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         f = node.func
         if (
-            isinstance(f, ast.Name)
+            not self.calls_only
+            and isinstance(f, ast.Name)
             and f.id in ("getattr", "hasattr")
             and len(node.args) >= 2
             and isinstance(node.args[1], ast.Constant)
@@ -492,7 +496,7 @@ class HookNames:
             tree = self.calls.tree(path) if here else None
             if tree is None:
                 continue
-            for name, r in _reads_in_tree(path, tree, here, self.calls.lines(path)):
+            for name, r in _reads_in_tree(path, tree, here, self.calls.lines(path), True):
                 if r.how == "call" and name in here:
                     text_ = f"{r.receiver}.{name}(…)"
                     self._reads_of[name].append(
@@ -614,7 +618,13 @@ class HookNames:
         )
 
 
-def _reads_in_tree(path: str, tree: ast.Module, names: frozenset[str] | None, lines=None):
-    v = _Reads(path, names, lines)
+def _reads_in_tree(
+    path: str,
+    tree: ast.Module,
+    names: frozenset[str] | None,
+    lines=None,
+    calls_only: bool = False,
+):
+    v = _Reads(path, names, lines, calls_only)
     v.visit(tree)
     return v.out
