@@ -221,6 +221,16 @@ class _Sites(call_conditions.GuardedVisitor):
         self.generic_visit(node)
 
 
+def _parse(data: bytes | None, path: str) -> ast.Module | None:
+    """The syntax tree of a file's bytes; None when absent or not Python."""
+    if data is None:
+        return None
+    try:
+        return ast.parse(data.decode("utf-8", "replace"), path)
+    except (SyntaxError, ValueError):
+        return None
+
+
 class UpstreamCalls:
     """Call sites of names in the new upstream, found on demand and memoised."""
 
@@ -237,16 +247,23 @@ class UpstreamCalls:
         """Every ``.py`` file of the new upstream, path -> bytes (read once)."""
         return self._all_texts()
 
-    def tree(self, path: str) -> ast.Module | None:
-        """The file's syntax tree (parsed once; None when it does not parse)."""
-        return self._tree(path)
+    def tree(self, path: str, keep: bool = True) -> ast.Module | None:
+        """The file's syntax tree (parsed once; None when it does not parse). With
+        ``keep=False`` a tree not parsed yet is parsed for the caller alone and not kept:
+        a pass over many files then holds one tree at a time."""
+        if keep or path in self._trees:
+            return self._tree(path)
+        return _parse(self._all_texts().get(path), path)
 
-    def lines(self, path: str) -> list[str]:
-        """The file's text as lines (empty when it cannot be read)."""
-        if path not in self._lines:
-            data = self._all_texts().get(path, b"")
-            self._lines[path] = data.decode("utf-8", "replace").splitlines()
-        return self._lines[path]
+    def lines(self, path: str, keep: bool = True) -> list[str]:
+        """The file's text as lines (empty when it cannot be read); ``keep`` as in
+        :meth:`tree`."""
+        if path in self._lines:
+            return self._lines[path]
+        lines = self._all_texts().get(path, b"").decode("utf-8", "replace").splitlines()
+        if keep:
+            self._lines[path] = lines
+        return lines
 
     def prefetch(self, names: Iterable[str]) -> None:
         """Find the calls of many names at once: each file that mentions one of them is
@@ -277,11 +294,7 @@ class UpstreamCalls:
 
     def _tree(self, path: str) -> ast.Module | None:
         if path not in self._trees:
-            try:
-                text = self._all_texts()[path].decode("utf-8", "replace")
-                self._trees[path] = ast.parse(text, path)
-            except (KeyError, SyntaxError, ValueError):
-                self._trees[path] = None
+            self._trees[path] = _parse(self._all_texts().get(path), path)
         return self._trees[path]
 
     def definers(self, name: str, resolver) -> set[tuple[str, str]] | None:

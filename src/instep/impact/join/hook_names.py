@@ -493,10 +493,12 @@ class HookNames:
             here = frozenset(
                 n for n, raw, mods in raws if (handled or module in mods) and raw in text
             )
-            tree = self.calls.tree(path) if here else None
+            # trees not parsed yet are not kept: this pass visits many files once each
+            tree = self.calls.tree(path, keep=False) if here else None
             if tree is None:
                 continue
-            for name, r in _reads_in_tree(path, tree, here, self.calls.lines(path), True):
+            lines = self.calls.lines(path, keep=False)
+            for name, r in _reads_in_tree(path, tree, here, lines, True):
                 if r.how == "call" and name in here:
                     text_ = f"{r.receiver}.{name}(…)"
                     self._reads_of[name].append(
