@@ -464,32 +464,31 @@ class _Analysis:
     # join ----------------------------------------------------------------------------
 
     def resolver(self) -> UpstreamResolver:
+        return UpstreamResolver(self.new.paths(), self._new_index)
+
+    def _new_index(self, path: str):
+        """The index of a file of the new upstream: the symbol diff's, else the cache's,
+        else made now (and cached)."""
         from instep.impact.upstream import file_index
+        from instep.pyindex.cache import content_hash
 
-        cache = ContentCache(self.cache_root, "symbols-full") if self.cache_root else None
-        known = self.new_indexes
+        if path in self.new_indexes:
+            return self.new_indexes[path]
         changed = getattr(self, "version_diff", None)
-
-        def load(path: str):
-            if path in known:
-                return known[path]
-            if changed is not None and path in changed.keys:
-                return changed.index(path, "new")
-            data = self.new.read(path)
-            key = None
-            if cache is not None:
-                from instep.pyindex.cache import content_hash
-
-                key = content_hash(data) + ":" + path
-                hit = cache.get(key)
-                if hit is not None:
-                    return hit
-            idx = file_index.index_source(path, data)
-            if cache is not None and key is not None:
-                cache.put(key, idx)
-            return idx
-
-        return UpstreamResolver(self.new.paths(), load)
+        if changed is not None and path in changed.keys:
+            return changed.index(path, "new")
+        data = self.new.read(path)
+        if self.cache_root is None:
+            return file_index.index_source(path, data)
+        if getattr(self, "_full_symbols", None) is None:
+            self._full_symbols = ContentCache(self.cache_root, "symbols-full")
+        key = content_hash(data) + ":" + path
+        hit = self._full_symbols.get(key)
+        if hit is not None:
+            return hit
+        idx = file_index.index_source(path, data)
+        self._full_symbols.put(key, idx)
+        return idx
 
     def join(self, units: list[UpstreamChange], down) -> dict[int, list[Coupling]]:
         """Couplings per unit index: every downstream reference matched to the changes."""
@@ -497,7 +496,7 @@ class _Analysis:
         join = Join(units, self.resolver(), down.roots, self.new_version, self._names_in, calls)
         snap = self._downstream_snapshot()
         join.swaps = tuple(find_swaps(snap.paths(), snap.read, join.resolver.module_paths))
-        join.op_arguments = OpArguments(self.new.paths(), self.new.read)
+        join.op_arguments = OpArguments(self.new.paths(), self._new_index)
         join.escapes = ClassEscapes(snap.paths(), snap.read, calls.texts)
         join.probes = self._probes()
         # fork detection reads only the changes and the downstream functions: it runs in a

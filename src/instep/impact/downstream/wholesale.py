@@ -88,10 +88,21 @@ class _Loop:
 def _loops(path: str, tree: ast.Module, modules: set[str], upstream: set[str]) -> list[_Loop]:
     module = module_of(path)
     package = path.endswith("__init__.py")
+    if not any(_rebinding(n) for n in ast.walk(tree)):
+        return []  # no setattr(name, <not a literal>, value) anywhere: no def holds a loop of one
     top = _imports(tree.body, module, package)
     out: list[_Loop] = []
     for fn in ast.walk(tree):
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        calls = [
+            call
+            for loop in ast.walk(fn)
+            if isinstance(loop, ast.For)
+            for call in ast.walk(loop)
+            if _rebinding(call)
+        ]
+        if not calls:
             continue
         scope = {**top, **_imports(ast.walk(fn), module, package)}  # type: ignore[arg-type]
         params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
@@ -102,28 +113,31 @@ def _loops(path: str, tree: ast.Module, modules: set[str], upstream: set[str]) -
             for t in n.targets
             if isinstance(t, ast.Name)
         }
-        for loop in (n for n in ast.walk(fn) if isinstance(n, ast.For)):
-            for call in (n for n in ast.walk(loop) if isinstance(n, ast.Call)):
-                if not (
-                    isinstance(call.func, ast.Name)
-                    and call.func.id == "setattr"
-                    and len(call.args) == 3
-                    and isinstance(call.args[0], ast.Name)
-                    and not isinstance(call.args[1], ast.Constant)
-                ):
-                    continue
-                target = scope.get(call.args[0].id)
-                if target not in upstream:
-                    continue
-                names = _names(call.args[2])
-                for n in list(names):
-                    if n in assigned:
-                        names |= _names(assigned[n])
-                down = next((scope[n] for n in names if scope.get(n) in modules), None)
-                param = next((params.index(n) for n in sorted(names) if n in params), None)
-                if down is not None or param is not None:
-                    out.append(_Loop(path, call.lineno, target, fn.name, param, down))
+        for call in calls:
+            target = scope.get(call.args[0].id)
+            if target not in upstream:
+                continue
+            names = _names(call.args[2])
+            for n in list(names):
+                if n in assigned:
+                    names |= _names(assigned[n])
+            down = next((scope[n] for n in names if scope.get(n) in modules), None)
+            param = next((params.index(n) for n in sorted(names) if n in params), None)
+            if down is not None or param is not None:
+                out.append(_Loop(path, call.lineno, target, fn.name, param, down))
     return out
+
+
+def _rebinding(node: ast.AST) -> bool:
+    """``setattr(name, <not a literal>, value)``: a call that can rebind many names."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "setattr"
+        and len(node.args) == 3
+        and isinstance(node.args[0], ast.Name)
+        and not isinstance(node.args[1], ast.Constant)
+    )
 
 
 def _top_functions(tree: ast.Module) -> frozenset[str]:

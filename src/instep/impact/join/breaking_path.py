@@ -121,10 +121,18 @@ def needs_search(change: SymbolChange, ref: Reference, kind: CouplingKind) -> bo
 
 
 class _Sites(call_conditions.GuardedVisitor):
-    def __init__(self, path: str, names: frozenset[str], lines: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        names: frozenset[str],
+        lines: list[str] | None = None,
+        conditions: dict[tuple[int, int], dict[str, str]] | None = None,
+    ) -> None:
         super().__init__()
         self.path = path
         self.names = names
+        # the file's defs' conditional names by (line, column), shared by every visit
+        self.conditions = {} if conditions is None else conditions
         # with the file's lines, a def or class whose text names none of ``names`` is skipped
         self.lines = None if lines is None or SELF_CONSTRUCTION in names else lines
         self.stack: list[tuple[str, str]] = []  # ('class'|'def', name)
@@ -152,7 +160,10 @@ class _Sites(call_conditions.GuardedVisitor):
         if self._names_none(node):
             return
         self.stack.append(("def", node.name))
-        self.conditional.append({**self.conditional[-1], **call_conditions.conditional_names(node)})
+        at = (node.lineno, node.col_offset)
+        if at not in self.conditions:
+            self.conditions[at] = call_conditions.conditional_names(node)
+        self.conditional.append({**self.conditional[-1], **self.conditions[at]})
         self.generic_visit(node)
         self.conditional.pop()
         self.stack.pop()
@@ -210,6 +221,16 @@ class _Sites(call_conditions.GuardedVisitor):
         self.generic_visit(node)
 
 
+def _parse(data: bytes | None, path: str) -> ast.Module | None:
+    """The syntax tree of a file's bytes; None when absent or not Python."""
+    if data is None:
+        return None
+    try:
+        return ast.parse(data.decode("utf-8", "replace"), path)
+    except (SyntaxError, ValueError):
+        return None
+
+
 class UpstreamCalls:
     """Call sites of names in the new upstream, found on demand and memoised."""
 
@@ -220,21 +241,29 @@ class UpstreamCalls:
         self._trees: dict[str, ast.Module | None] = {}
         self._memo: dict[tuple[str, str | None, tuple[str, ...]], list[CallSite]] = {}
         self._lines: dict[str, list[str]] = {}
+        self._conditions: dict[str, dict[tuple[int, int], dict[str, str]]] = {}
 
     def texts(self) -> dict[str, bytes]:
         """Every ``.py`` file of the new upstream, path -> bytes (read once)."""
         return self._all_texts()
 
-    def tree(self, path: str) -> ast.Module | None:
-        """The file's syntax tree (parsed once; None when it does not parse)."""
-        return self._tree(path)
+    def tree(self, path: str, keep: bool = True) -> ast.Module | None:
+        """The file's syntax tree (parsed once; None when it does not parse). With
+        ``keep=False`` a tree not parsed yet is parsed for the caller alone and not kept:
+        a pass over many files then holds one tree at a time."""
+        if keep or path in self._trees:
+            return self._tree(path)
+        return _parse(self._all_texts().get(path), path)
 
-    def lines(self, path: str) -> list[str]:
-        """The file's text as lines (empty when it cannot be read)."""
-        if path not in self._lines:
-            data = self._all_texts().get(path, b"")
-            self._lines[path] = data.decode("utf-8", "replace").splitlines()
-        return self._lines[path]
+    def lines(self, path: str, keep: bool = True) -> list[str]:
+        """The file's text as lines (empty when it cannot be read); ``keep`` as in
+        :meth:`tree`."""
+        if path in self._lines:
+            return self._lines[path]
+        lines = self._all_texts().get(path, b"").decode("utf-8", "replace").splitlines()
+        if keep:
+            self._lines[path] = lines
+        return lines
 
     def prefetch(self, names: Iterable[str]) -> None:
         """Find the calls of many names at once: each file that mentions one of them is
@@ -251,7 +280,7 @@ class UpstreamCalls:
             tree = self._tree(p)
             if tree is None:
                 continue
-            visitor = _Sites(p, here, self.lines(p))
+            visitor = _Sites(p, here, self.lines(p), self._conditions.setdefault(p, {}))
             visitor.visit(tree)
             for n in here:
                 found[n].extend(visitor.out[n])
@@ -265,11 +294,7 @@ class UpstreamCalls:
 
     def _tree(self, path: str) -> ast.Module | None:
         if path not in self._trees:
-            try:
-                text = self._all_texts()[path].decode("utf-8", "replace")
-                self._trees[path] = ast.parse(text, path)
-            except (KeyError, SyntaxError, ValueError):
-                self._trees[path] = None
+            self._trees[path] = _parse(self._all_texts().get(path), path)
         return self._trees[path]
 
     def definers(self, name: str, resolver) -> set[tuple[str, str]] | None:
@@ -330,7 +355,8 @@ class UpstreamCalls:
             for p in paths:
                 tree = self._tree(p)
                 if tree is not None:
-                    visitor = _Sites(p, frozenset({name}), self.lines(p))
+                    conditions = self._conditions.setdefault(p, {})
+                    visitor = _Sites(p, frozenset({name}), self.lines(p), conditions)
                     visitor.visit(tree)
                     out.extend(visitor.out[name])
             self._memo[key] = out

@@ -126,12 +126,15 @@ class _Reads(ast.NodeVisitor):
         path: str,
         call_names: frozenset[str] | None = frozenset(),
         lines: list[str] | None = None,
+        calls_only: bool = False,
     ) -> None:
         self.path = path
         self.call_names = call_names
         # with the file's lines, a def or class whose text has none of these is skipped
         self.lines = lines
-        self.needles = ("attr(", *(call_names or ()))
+        # calls only: getattr/hasattr reads are not wanted, nor the defs only they name
+        self.calls_only = calls_only
+        self.needles = (*(() if calls_only else ("attr(",)), *(call_names or ()))
         self.classes: list[str] = []
         self.defs: list[str] = []
         self.conds: list[list[str]] = [[]]
@@ -216,7 +219,8 @@ class _Reads(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         f = node.func
         if (
-            isinstance(f, ast.Name)
+            not self.calls_only
+            and isinstance(f, ast.Name)
             and f.id in ("getattr", "hasattr")
             and len(node.args) >= 2
             and isinstance(node.args[1], ast.Constant)
@@ -342,6 +346,7 @@ class HookNames:
         self._texts: dict[str, ast.Module | None] = {}
         self._reads_of: dict[str, list[Read]] = defaultdict(list)  # member -> calls of it
         self._defs: dict[str, dict[str, list]] = {}
+        self._defaults: dict[tuple[str, str, str], tuple[bool, str]] = {}
         self._file_reads: dict[tuple[str, str], tuple[str, list, list]] = {}
         self._sub_modules: frozenset[str] = frozenset()
         self.read_down = read_down  # downstream path -> bytes: __init__ bodies, registrations
@@ -425,7 +430,14 @@ class HookNames:
         return fn
 
     def _default(self, where: str, qual: str, member: str) -> tuple[bool, str]:
-        """(the default fails, what it does) for ``qual.member`` defined at ``where``."""
+        """(the default fails, what it does) for ``qual.member`` defined at ``where``
+        (memoised: many downstream classes share one upstream default)."""
+        key = (where, qual, member)
+        if key not in self._defaults:
+            self._defaults[key] = self._read_default(where, qual, member)
+        return self._defaults[key]
+
+    def _read_default(self, where: str, qual: str, member: str) -> tuple[bool, str]:
         path = where.rpartition(":")[0]
         fn = self._def_at(where, member)
         if fn is None:
@@ -645,10 +657,12 @@ class HookNames:
             here = frozenset(
                 n for n, raw, mods in raws if (handled or module in mods) and raw in text
             )
-            tree = self.calls.tree(path) if here else None
+            # trees not parsed yet are not kept: this pass visits many files once each
+            tree = self.calls.tree(path, keep=False) if here else None
             if tree is None:
                 continue
-            for name, r in _reads_in_tree(path, tree, here, self.calls.lines(path)):
+            lines = self.calls.lines(path, keep=False)
+            for name, r in _reads_in_tree(path, tree, here, lines, True):
                 if r.how == "call" and name in here:
                     text_ = f"{r.receiver}.{name}(…)"
                     self._reads_of[name].append(
@@ -848,7 +862,13 @@ class HookNames:
         )
 
 
-def _reads_in_tree(path: str, tree: ast.Module, names: frozenset[str] | None, lines=None):
-    v = _Reads(path, names, lines)
+def _reads_in_tree(
+    path: str,
+    tree: ast.Module,
+    names: frozenset[str] | None,
+    lines=None,
+    calls_only: bool = False,
+):
+    v = _Reads(path, names, lines, calls_only)
     v.visit(tree)
     return v.out

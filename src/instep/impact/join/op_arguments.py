@@ -23,9 +23,10 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 
 from instep.impact.model import Reference, SymbolChange
-from instep.impact.upstream.op_schemas import NAMESPACE, Schema, declarations, is_schema_file
+from instep.impact.upstream.op_schemas import NAMESPACE, Schema, is_schema_file
 from instep.impact.upstream.op_schemas import schema_of as _schema_of
 from instep.pyindex.signatures import parse_params
+from instep.pyindex.symbols import FileIndex
 
 log = logging.getLogger(__name__)
 
@@ -64,24 +65,28 @@ def unbindable_new_parameters(change: SymbolChange, signature: str) -> list[tupl
 
 
 class OpArguments:
-    """The op schemas of the new upstream, read once on demand."""
+    """The op schemas of the new upstream, from the index of its schema file (the symbol
+    diff's when the file changed: the YAML is read once)."""
 
-    def __init__(self, paths: Iterable[str], read: Callable[[str], bytes | None]) -> None:
+    def __init__(self, paths: Iterable[str], index_of: Callable[[str], FileIndex]) -> None:
         self.path = next((p for p in paths if is_schema_file(p)), None)
-        self.read = read
+        self.index_of = index_of
         self._ops: dict[str, list[tuple[Schema, int]]] | None = None
 
     def _schemas(self) -> dict[str, list[tuple[Schema, int]]]:
         if self._ops is None:
             ops: dict[str, list[tuple[Schema, int]]] = defaultdict(list)
             try:
-                data = self.read(self.path) if self.path else None
-                for sym in declarations(self.path, data.decode("utf-8")) if data else ():
-                    schema = _schema_of(sym)
-                    if schema is not None:
-                        ops[schema.op].append((schema, sym.line))
-            except (OSError, KeyError, ValueError) as exc:
+                idx = self.index_of(self.path) if self.path else None
+            except (OSError, KeyError) as exc:
                 log.warning("%s: op schemas not read (%s)", self.path, exc)
+                idx = None
+            if idx is not None and idx.error:
+                log.warning("%s: op schemas not read (%s)", self.path, idx.error)
+            for sym in idx.symbols.values() if idx is not None else ():
+                schema = _schema_of(sym)
+                if schema is not None:
+                    ops[schema.op].append((schema, sym.line))
             self._ops = dict(ops)
         return self._ops
 

@@ -77,6 +77,12 @@ def rules() -> tuple[Rule, ...]:
     return tuple(out)
 
 
+@lru_cache(maxsize=8192)
+def _first_rule(kind: str, aspects: frozenset[str], facts: frozenset[str]) -> Rule:
+    """The first rule matching (memoised: a release repeats few kind/aspect/fact sets)."""
+    return next(r for r in rules() if r.matches(kind, aspects, facts))
+
+
 def decide(
     change: SymbolChange,
     ref: Reference,
@@ -91,8 +97,7 @@ def decide(
     """The verdict for one coupling of ``change`` through the downstream place ``ref``."""
     kind = kind or ref.kind
     facts, problems = facts_for(change, ref, kind, new_version, extra_facts)
-    aspects = frozenset(str(a) for a in change.aspects)
-    rule = next(r for r in rules() if r.matches(str(kind), aspects, facts))
+    rule = _first_rule(str(kind), frozenset(str(a) for a in change.aspects), facts)
     text = detail or ref.detail
     if problems:
         text = "; ".join([text, *problems]) if text else "; ".join(problems)
