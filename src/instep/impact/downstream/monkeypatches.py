@@ -151,6 +151,8 @@ class Monkeypatches(RegistrationSites):
         if isinstance(value, (ast.Name, ast.Attribute)):
             dotted, _ = self.resolve(value)
             if dotted is None:
+                dotted = self.late_binding(value)
+            if dotted is None:
                 return "value", None, False
             if type(dotted) is Local:
                 return "replaced by", dotted, False

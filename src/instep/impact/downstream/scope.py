@@ -144,6 +144,9 @@ class Scope(HotLines):
         # class without calling or passing it on: not a use for the call check
         self.in_type = 0
         self.type_nodes: set[int] = set()
+        # module-level defs and classes of the file, by name: a def's body may name one
+        # defined further down (Python looks the name up when the def runs)
+        self.module_defs: dict[str, Local] = {}
 
     def is_up(self, dotted: str | Local | None) -> bool:
         return type(dotted) is str and dotted.split(".", 1)[0] in self.roots
@@ -180,6 +183,26 @@ class Scope(HotLines):
         if self.is_up(full):
             return apply_handles(full)
         return full, False
+
+    def prepare(self, tree: ast.Module, source: str) -> None:
+        super().prepare(tree, source)
+        self.module_defs = {
+            n.name: Local(LocalKind.CLASS if isinstance(n, ast.ClassDef) else LocalKind.DEF, n.name)
+            for n in tree.body
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        }
+
+    def late_binding(self, node: ast.AST) -> Local | None:
+        """Inside a def, a Name/Attribute chain whose head no scope binds yet but a
+        module-level def or class further down the file does: bound when the def runs."""
+        chain = dotted_name(node) if self.frames else None
+        if chain is None:
+            return None
+        head, _, rest = chain.partition(".")
+        b = self.module_defs.get(head)
+        if b is None or self.lookup(head) is not None:
+            return None
+        return Local(b.kind, f"{b.qualname}.{rest}") if rest else b
 
     def owner(self) -> str | None:
         return ".".join(self.owner_stack) if self.owner_stack else None
