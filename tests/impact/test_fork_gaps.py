@@ -66,6 +66,42 @@ UP_NEW = (
         calls={"c": "self.new_hook"},
     )
 )
+# NPUGraph copies pass_g, pass_h (a fork of CUDAGraph) and wraps capture_end in one
+# super() call: no copy of upstream's, which now calls capture_end_pre; NPUGraphSync's
+# capture_end does something of its own first: a copy, so the gap stands
+CAPTURE_OLD = "\n    def capture_end(self):\n        super().capture_end()\n"
+CAPTURE_NEW = (
+    "\n    def capture_end(self):\n        self.capture_end_pre()\n"
+    "        super().capture_end()\n"
+    "\n    def capture_end_pre(self):\n        return None\n"
+)
+GRAPHS_OLD = "class _CGraph:\n    pass\n\n\n" + _class(
+    "CUDAGraph(_CGraph)", ["g", "h"], False, CAPTURE_OLD
+)
+GRAPHS_NEW = "class _CGraph:\n    pass\n\n\n" + _class(
+    "CUDAGraph(_CGraph)", ["g", "h"], True, CAPTURE_NEW
+)
+DOWN_GRAPHS = (
+    "class _NPUGraphBase:\n    pass\n\n\n"
+    + _class("NPUGraph(_NPUGraphBase)", ["g", "h"], False, CAPTURE_OLD)
+    + "\n"
+    + _class(
+        "NPUGraphSync(_NPUGraphBase)",
+        ["g", "h"],
+        False,
+        CAPTURE_OLD.replace("        super()", "        self.sync()\n        super()"),
+    )
+)
+# SIMD is extended by upstream's Triton(SIMD) in another file; NPUTriton(Triton) overrides
+# SIMD's pass_s and pass_t with copies: a subclass through an upstream class, no fork
+SIMD_OLD = _class("SIMD", ["s", "t"], False)
+SIMD_NEW = _class(
+    "SIMD", ["s", "t"], True, NEW_METHOD.replace("prune_deps", "plan"), calls={"s": "self.plan"}
+)
+TRITON = "from torch._inductor.simd import SIMD\n\n\nclass Triton(SIMD):\n    pass\n"
+DOWN_TRITON = "from torch._inductor.triton import Triton\n\n\n" + _class(
+    "NPUTriton(Triton)", ["s", "t"], False
+)
 GRAPH_OLD = "def run(graph):\n    return graph.scheduler.codegen()\n"
 GRAPH_NEW = (
     "def run(graph):\n    graph.scheduler.prune_deps()\n    return graph.scheduler.codegen()\n"
@@ -111,17 +147,25 @@ def gaps(tmp_path_factory):
             "torch/_inductor/sched.py": UP_OLD,
             "torch/_inductor/graph.py": GRAPH_OLD,
             "torch/_inductor/low.py": LOW_OLD,
+            "torch/cuda/graphs.py": GRAPHS_OLD,
+            "torch/_inductor/simd.py": SIMD_OLD,
+            "torch/_inductor/triton.py": TRITON,
         },
         {
             "torch/_inductor/sched.py": UP_NEW,
             "torch/_inductor/graph.py": GRAPH_NEW,
             "torch/_inductor/low.py": LOW_NEW,
+            "torch/cuda/graphs.py": GRAPHS_NEW,
+            "torch/_inductor/simd.py": SIMD_NEW,
+            "torch/_inductor/triton.py": TRITON,
         },
         "scheduler: prune dependencies before codegen (#11)",
         {
             "torch_npu/_inductor/npu_sched.py": DOWN_SCHED,
             "torch_npu/_inductor/patches.py": DOWN_PATCH,
             "torch_npu/_inductor/npu_low.py": DOWN_LOW,
+            "torch_npu/npu/graphs.py": DOWN_GRAPHS,
+            "torch_npu/_inductor/npu_triton.py": DOWN_TRITON,
         },
     )
     return [
@@ -182,3 +226,13 @@ def test_a_gap_sits_at_the_same_named_copy_before_a_renamed_one(gaps):
 
 def test_a_forked_file_lacking_a_function_nobody_calls_is_no_gap(gaps):
     assert not [c for c in gaps if c["detail"] == "fork lacks `make_g`"]
+
+
+def test_a_copy_that_only_delegates_to_its_base_is_no_copy_of_the_caller(gaps):
+    lacked = [c for c in gaps if c["detail"] == "fork lacks `capture_end_pre`"]
+    # NPUGraph.capture_end is `super().capture_end()`: no gap; NPUGraphSync's is a copy
+    assert [c["owner"] for c in lacked] == ["NPUGraphSync.capture_end"], gaps
+
+
+def test_a_subclass_through_an_upstream_intermediate_class_is_no_fork(gaps):
+    assert not [c for c in gaps if c["owner"].startswith("NPUTriton")], gaps

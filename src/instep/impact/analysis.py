@@ -521,7 +521,9 @@ class _Analysis:
         ).match()
         fork_refs = fork_refs_of()
         self.stats["fork_references"] = join.forks(fork_refs)
-        self.stats["fork_gap_couplings"] = ForkGaps(join, units, down, calls).match(fork_refs, refs)
+        self.stats["fork_gap_couplings"] = ForkGaps(
+            join, units, down, calls, read_down=snap.read
+        ).match(fork_refs, refs)
         return join.couplings()
 
     def _probes(self) -> ProbeOutcomes:

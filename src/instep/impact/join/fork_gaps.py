@@ -25,14 +25,26 @@ define, or a function added to ``M`` that the file does not define, is a FORK co
 
 Anything else the fork lacks is only called by upstream code the fork does not copy (it
 runs upstream's, which has it), or by nobody: judged noise on torch-npu 2.13.0
-(docs/validation/impact-new-kinds.md), no coupling. The evidence names the member, its
+(docs/validation/impact-new-kinds.md), no coupling.
+
+Two things look like forks and are not (judged on torch-npu, same doc):
+
+- a downstream method whose body is one delegation to a base (``return super().m(...)``,
+  ``Base.m(self, ...)``: torch_npu's ``NPUGraph.capture_end`` over its C++ graph) copies
+  nothing: it neither makes its class a fork nor stands as the copy of a caller;
+- a class with ``C`` anywhere in its upstream MRO, through an upstream intermediate class
+  (``NPUTritonScheduling(TritonScheduling)``, ``TritonScheduling(SIMDScheduling)``),
+  inherits what upstream adds to ``C``; an override of ``C``'s member that lacks the new
+  call is ``fork.stale``'s business, not a gap. The evidence names the member, its
 upstream ``file:line`` and the call. Nothing here detects forks or picks a verdict.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from collections import defaultdict
+from collections.abc import Callable
 
 from instep.impact.downstream.subclasses import members_defined
 from instep.impact.downstream.version_gates import GateLookup
@@ -49,7 +61,12 @@ class ForkGaps:
     """Match members upstream added to forked classes and modules."""
 
     def __init__(
-        self, join: Join, units: list[UpstreamChange], down, calls: UpstreamCalls | None
+        self,
+        join: Join,
+        units: list[UpstreamChange],
+        down,
+        calls: UpstreamCalls | None,
+        read_down: Callable[[str], bytes | None] | None = None,
     ) -> None:
         self.join = join
         self.units = units
@@ -57,6 +74,8 @@ class ForkGaps:
         self.calls = calls
         # fork (downstream class or file) -> upstream member name -> the fork's copy of it
         self._copies: dict[str, dict[str, str]] = defaultdict(dict)
+        self.read_down = read_down  # downstream path -> bytes: to tell a delegation from a copy
+        self._delegations: dict[str, frozenset[str]] = {}  # path -> qualnames of delegations
 
     def match(self, fork_refs: list[Reference], all_refs: list[Reference]) -> int:
         """Add the couplings; how many."""
@@ -184,7 +203,36 @@ class ForkGaps:
     def _copy_names(self, fork: str, defined) -> dict[str, str]:
         """Upstream member name -> the fork's copy: the same name, else a fork of it under
         another name (``npu_make_e`` for ``make_e``; never a sibling that also looks like it)."""
-        return self._copies.get(fork, {}) | {n: n for n in defined}
+        copies = self._copies.get(fork, {}) | {n: n for n in defined}
+        path, prefix = self._where(fork)
+        gone = self._delegating(path)
+        return {k: v for k, v in copies.items() if f"{prefix}{v}" not in gone}
+
+    def _where(self, fork: str) -> tuple[str, str]:
+        """(path, qualname prefix of its members) of a fork: a downstream class or file."""
+        info = self.down._class_map().get(fork)
+        return (info.path, f"{info.qualname}.") if info is not None else (fork, "")
+
+    def _delegating(self, path: str) -> frozenset[str]:
+        """Qualnames of the defs in the downstream file ``path`` whose body (past a
+        docstring) is one call of the same-named member of a base: ``super().m(...)``,
+        ``super(D, self).m(...)`` or ``Base.m(self, ...)``, returned or not."""
+        if path not in self._delegations:
+            data = self.read_down(path) if self.read_down is not None else None
+            try:
+                tree = ast.parse(data) if data else None
+            except (SyntaxError, ValueError):
+                tree = None
+            found: set[str] = set()
+            for node in tree.body if tree is not None else ():
+                if isinstance(node, ast.ClassDef):
+                    bases = {ast.unparse(b) for b in node.bases}
+                    for f in node.body:
+                        fn = isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                        if fn and _delegates(f, bases):
+                            found.add(f"{node.name}.{f.name}")
+            self._delegations[path] = frozenset(found)
+        return self._delegations[path]
 
     def _function(self, path: str, qualname: str):
         fi = self.down.files.get(path)
@@ -227,7 +275,7 @@ class ForkGaps:
                 down_parts = r.owner.split(".")
                 if len(up_parts) == 2 and len(down_parts) == 2:
                     dcls = f"{fi.module}.{down_parts[0]}"
-                    if dcls in cmap:
+                    if dcls in cmap and r.owner not in self._delegating(r.path):
                         by_class[(dcls, (c.module, up_parts[0]))].add(down_parts[1])
                         self._copies[dcls][up_parts[1]] = down_parts[1]
                 elif len(up_parts) == 1 and len(down_parts) == 1:
@@ -236,8 +284,7 @@ class ForkGaps:
                 break
         classes = {}
         for (dcls, up), methods in by_class.items():
-            ups = {a for a in anc.get(dcls, ())}
-            if f"{up[0]}.{up[1]}" in ups:
+            if up in self._upstream_mro(anc.get(dcls, ())):
                 continue  # a subclass, not a fork: it inherits what upstream adds
             short = dcls.rsplit(".", 1)[-1]
             if len(methods) >= 2 or short.endswith(up[1]):
@@ -248,6 +295,18 @@ class ForkGaps:
             if len(fns) >= 2
         }
         return classes, files
+
+    def _upstream_mro(self, bases) -> set[tuple[str, str]]:
+        """Every upstream (module, class) a downstream class inherits from: its upstream
+        ancestors (dotted) and theirs in the new upstream."""
+        resolver = self.join.resolver
+        out: set[tuple[str, str]] = set()
+        for a in bases:
+            out.add(tuple(a.rsplit(".", 1)) if "." in a else (a, ""))  # type: ignore[arg-type]
+            found = resolver.class_of(resolver.resolve(a)) if resolver is not None else None
+            if found is not None:
+                out.update(resolver.ancestors(*found))
+        return out
 
     def _outside_call(self, member: str, cls: str) -> str | None:
         """A new-upstream call ``x.member(...)`` that is not ``self.member`` inside ``cls``."""
@@ -263,3 +322,22 @@ class ForkGaps:
 
 def _line(c) -> str:
     return f"{c.path}:{c.new.line if c.new is not None else '?'}"
+
+
+def _delegates(fn: ast.FunctionDef | ast.AsyncFunctionDef, bases: set[str]) -> bool:
+    """``fn``'s body is one call of its own name on a base: ``super().m(...)`` or
+    ``Base.m(self, ...)`` with ``Base`` among ``bases`` (returned or not)."""
+    body = fn.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # the docstring
+    if len(body) != 1 or not isinstance(body[0], (ast.Return, ast.Expr)):
+        return False
+    call = body[0].value
+    if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute):
+        return False
+    if call.func.attr != fn.name:
+        return False
+    obj = call.func.value
+    if isinstance(obj, ast.Call) and isinstance(obj.func, ast.Name) and obj.func.id == "super":
+        return True
+    return ast.unparse(obj) in bases
