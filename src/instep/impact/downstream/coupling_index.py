@@ -39,7 +39,7 @@ from instep.impact.downstream.c_shim_names import CShimNames
 from instep.impact.downstream.definitions import Definitions
 from instep.impact.downstream.handles import config_key
 from instep.impact.downstream.imports import ImportUses
-from instep.impact.downstream.monkeypatches import Monkeypatches
+from instep.impact.downstream.monkeypatches import MOCK_PATCHERS, Monkeypatches
 from instep.impact.downstream.op_refs import op_references
 from instep.impact.downstream.patch_helpers import apply_local_patches, same_file_helper_patches
 from instep.impact.downstream.pruning import BLOCK_STMTS, SIMPLE_STMTS, TRY_STMTS
@@ -189,6 +189,8 @@ class _Visitor(ImportUses, CShimNames, Definitions, Monkeypatches):
                 if fn_arg:
                     self.local_patches.append((idx, fn_arg))
         fn, _ = self.resolve(func)
+        if type(fn) is str and fn in MOCK_PATCHERS:
+            self.mock_patch(node, MOCK_PATCHERS[fn])
         if fn is not None and not (type(fn) is Local and fn.kind is LocalKind.CLASS):
             if self.is_up(fn):
                 self.note_call(fn)

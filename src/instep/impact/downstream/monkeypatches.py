@@ -1,6 +1,7 @@
 """MONKEYPATCH and CONFIG writes: assignments, augmented assignments, item assignments
 and ``setattr`` onto upstream modules, classes and config, with what replaces the
-original (a local def, a wrapper, a value); ``config.patch(...)`` keys; and which
+original (a local def, a wrapper, a value); ``unittest.mock``'s ``patch.object`` and
+``patch`` with a replacement (as ``setattr``); ``config.patch(...)`` keys; and which
 downstream functions are patch helpers (``setattr`` on their parameters). Local aliases
 of upstream names (``orig = X.f``) are bound here too.
 """
@@ -14,6 +15,16 @@ from instep.impact.downstream.registration_sites import RegistrationSites
 from instep.impact.downstream.scope import HelperSpec, Local, LocalKind, line_snippet
 from instep.impact.model import CouplingKind, Reference
 from instep.pyindex.registrations import dotted_name, item_assignment, registry_entries
+
+# unittest.mock's patchers (and the ``mock`` backport's) -> the form, which sets their
+# positional parameters
+MOCK_PATCHERS = {
+    "unittest.mock.patch": "patch",
+    "unittest.mock.patch.object": "patch.object",
+    "mock.patch": "patch",
+    "mock.patch.object": "patch.object",
+}
+_MOCK_PARAMS = {"patch": ("target", "new"), "patch.object": ("target", "attribute", "new")}
 
 
 class Monkeypatches(RegistrationSites):
@@ -219,6 +230,45 @@ class Monkeypatches(RegistrationSites):
                     owner=self.owner(),
                 )
             )
+
+    def mock_patch(self, node: ast.Call, form: str) -> None:
+        """``patch.object(obj, "name", new)`` / ``patch("dotted.name", new)`` (``new=`` too),
+        whether a context manager, a decorator or ``.start()``: the call is the same, and
+        while active it replaces the attribute as ``setattr(obj, "name", new)`` does. Without
+        a replacement (no ``new``, or ``new_callable``) the patcher puts a ``MagicMock``
+        there, which takes any arguments and runs no upstream code: no signature or body
+        change can break it, so it is not recorded. The detail keeps the form: unlike an
+        assignment, the patcher reads the original when it starts (AttributeError when the
+        name is gone), unless ``create=True``."""
+        kw = {k.arg: k.value for k in node.keywords if k.arg}
+        if "new_callable" in kw:
+            return
+        params = _MOCK_PARAMS[form]
+        args: dict[str, ast.expr] = dict(zip(params, node.args, strict=False))
+        args.update((p, kw[p]) for p in params if p in kw)
+        value, target = args.get("new"), args.get("target")
+        if value is None or target is None:
+            return
+        if form == "patch.object":
+            name = args.get("attribute")
+            if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+                return
+            obj, via_handle = self.resolve(target)
+            if not (obj and self.is_up(obj)) or via_handle or type(obj) is Local:
+                return
+            dotted = f"{obj}.{name.value}"
+        elif isinstance(target, ast.Constant) and isinstance(target.value, str):
+            dotted = target.value
+            if not self.is_up(dotted):
+                return
+        else:
+            return
+        create = kw.get("create")
+        how = form + ("(create=True)" if isinstance(create, ast.Constant) and create.value else "")
+        if config_key(dotted):
+            self.use(dotted, node.lineno, write=True)
+        else:
+            self.monkeypatch(dotted, value, node.lineno, how)
 
     def setattr_call(self, node: ast.Call) -> None:
         if len(node.args) != 3:

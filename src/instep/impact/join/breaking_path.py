@@ -15,8 +15,11 @@ object:
   ``type(self)(...)`` for ``__init__``; a call on a class named in the source
   (``SIMDKernelFeatures(...)``, ``Base.m(...)``) goes to that class, never to ``D``;
 * a patched function ``M.f``: a bare call ``f(...)`` in ``M`` (the module global is
-  looked up at call time) or ``M.f(...)`` through a module name; a bare call in another
-  module binds the name at import, before or after the patch: not followed;
+  looked up at call time) or ``M.f(...)`` through a module name; ``M`` is the module the
+  patch names, which may only have imported ``f`` from its origin ``O``: the patch then
+  rebinds ``M``'s global alone, and a bare call in ``O`` or ``O.f(...)`` does not reach it;
+  a bare call in another module binds the name at import, before or after the patch: not
+  followed;
 * a patched method ``C.m``: ``C.m(...)`` (or a subclass that inherits it) named in the
   source, ``self.m(...)`` in ``C`` or a subclass that inherits ``m``;
 * a call whose caller the downstream replaces as well (patched, or overridden in ``D``)
@@ -493,6 +496,16 @@ def _live(
     return ""
 
 
+def _patched_module(ctx: _Context) -> str:
+    """The upstream module whose global a patch of a function rebinds: the module written
+    in the patch (``fake_tensor_prop.snapshot_fake = f`` rebinds ``fake_tensor_prop``'s
+    global, even where that module only imported the name from ``proxy_tensor``), else the
+    module that defines the function."""
+    owner = ctx.ref.target.rpartition(".")[0]
+    module = ctx.resolver.resolve(owner) if owner else None  # type: ignore[attr-defined]
+    return module if module and _is_module(module, ctx) else ctx.change.module
+
+
 def _reaches(site: CallSite, ctx: _Context) -> tuple[bool | None, str]:
     """(True: the call reaches the downstream object; False: it goes elsewhere; None:
     not followed), with the reason."""
@@ -507,19 +520,35 @@ def _reaches(site: CallSite, ctx: _Context) -> tuple[bool | None, str]:
         if why:
             return False, why
     if ctx.kind is CouplingKind.MONKEYPATCH and not ctx.method:
+        patched = _patched_module(ctx)
         if site.receiver is None:
             idx = r.index(site.module)  # type: ignore[attr-defined]
             name = ctx.member
-            if site.module == ctx.change.module and idx is not None and name in idx.symbols:
-                return True, "it looks the module global up at call time"
             dotted = f"{site.module}.{name}"
-            if idx is not None and name in idx.imports and r.resolve(dotted) == ctx.change.dotted:  # type: ignore[attr-defined]
+            bound = idx is not None and (
+                name in idx.symbols
+                or (name in idx.imports and r.resolve(dotted) == ctx.change.dotted)  # type: ignore[attr-defined]
+            )
+            if bound and site.module == patched:
+                return True, "it looks the module global up at call time"
+            if bound and site.module == ctx.change.module:
+                return False, (
+                    f"it looks up `{site.module}`'s own global `{name}`; the patch rebinds "
+                    f"`{patched}.{name}`, a name `{patched}` imported from it"
+                )
+            if bound and name in idx.imports:  # type: ignore[union-attr]
+                source = idx.imports[name].rpartition(".")[0]  # type: ignore[union-attr]
+                if patched != ctx.change.module and r.resolve(source) != patched:  # type: ignore[attr-defined]
+                    return False, (
+                        f"it imports `{name}` from `{source}`, whose global the patch of "
+                        f"`{patched}.{name}` does not rebind"
+                    )
                 return None, "it binds the name at import, before or after the patch"
             return False, "another function of that name"
         target = _resolve_expr(site, site.receiver, ctx)
         if target is None:
             return None, f"receiver `{site.receiver}` not resolved"
-        if target == ctx.change.module:
+        if target == patched:
             return True, f"`{site.receiver}` is the patched module"
         return False, f"`{site.receiver}` is `{target}`"
     cls = ctx.cls

@@ -286,9 +286,12 @@ def override_facts(c: SymbolChange, r: Reference, resolver, overridden) -> froze
 def assignment_facts(c: SymbolChange, r: Reference, resolver) -> frozenset[str]:
     """``assigns_only`` for a monkey-patch of a removed or renamed name that only assigns
     it: the object it is set on still exists in the new upstream and the patch does not
-    read the original, so the assignment cannot fail (the patch goes dead)."""
+    read the original, so the assignment cannot fail (the patch goes dead). A
+    ``unittest.mock`` patcher reads the original when it starts, unless ``create=True``."""
     if r.kind is not CouplingKind.MONKEYPATCH or r.calls_original:
         return frozenset()
+    if r.detail.startswith(("patch.object:", "patch:")):
+        return frozenset()  # unittest.mock reads the original first: AttributeError
     if c.kind not in (ChangeKind.REMOVED, ChangeKind.RENAMED) or "." not in r.target:
         return frozenset()
     owner = resolver.resolve(r.target.rsplit(".", 1)[0])
