@@ -9,28 +9,12 @@ from __future__ import annotations
 
 import pytest
 from tests.impact.gitrepo import impact_of_commit
+from tests.impact.test_late_bound_patches import PROXY
+from tests.impact.test_late_bound_patches import V1 as PROXY_V1
+from tests.impact.test_late_bound_patches import V2 as PROXY_V2
 
-PROXY = "torch/fx/experimental/proxy_tensor.py"
 PROP = "torch/fx/passes/fake_tensor_prop.py"
 META = "torch/_subclasses/meta_utils.py"
-
-PROXY_V1 = """\
-def snapshot_fake(val):
-    return val.detach()
-
-
-def extract_val(val):
-    return snapshot_fake(val)
-"""
-
-PROXY_V2 = """\
-def snapshot_fake(val, include_real=False):
-    return val.detach()
-
-
-def extract_val(val, include_real=False):
-    return snapshot_fake(val, include_real=include_real)
-"""
 
 # re-imports the name and calls it with one argument, before and after
 PROP_V = """\
