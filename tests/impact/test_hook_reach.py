@@ -102,6 +102,9 @@ KERNEL_OLD = textwrap.dedent(
         def codegen_template(self):
             return "template"
 
+        def codegen_kernel_body(self):
+            return "body"
+
         def meta(self):
             return {}
 
@@ -116,7 +119,10 @@ KERNEL_NEW = textwrap.dedent(
             return self.meta()
 
         def codegen_template(self):
-            return self.header()
+            return self.header() + self._template_hint()
+
+        def codegen_kernel_body(self):
+            return self._body_hint()
 
         def meta(self):
             return {"block": self._block_hint()}
@@ -129,6 +135,12 @@ KERNEL_NEW = textwrap.dedent(
 
         def _block_hint(self):
             return 8
+
+        def _template_hint(self):
+            return 4
+
+        def _body_hint(self):
+            return 2
     """
 )
 CUDA_OLD = textwrap.dedent(
@@ -221,6 +233,9 @@ DOWN_KERNEL = textwrap.dedent(
 
         def codegen_template(self):
             return "npu " + super().codegen_template()
+
+        def codegen_kernel_body(self):
+            return "npu body"
 
 
     class PlainKernel(Kernel):
@@ -328,3 +343,13 @@ def test_a_cuda_file_default_that_delegates_to_what_the_class_sets_is_usable(hoo
     c = hooks[("stream_of", "OwnDelegate")]
     assert (c["action"], c["rule"]) == ("Test", "hook.missing_conditional")
     assert "cuda_scheduling.py:" in c["evidence"] and "is CUDA-specific" in c["evidence"]
+
+
+def test_a_read_in_a_method_the_class_overrides_reaches_it_only_through_super(hooks):
+    # read directly in `codegen_template`, which `OwnCodegen` overrides calling super()
+    c = hooks[("_template_hint", "OwnCodegen")]
+    assert (c["action"], c["rule"]) == ("Test", "hook.default_usable")
+    assert "Kernel.codegen_template" in c["evidence"]
+    # read directly in `codegen_kernel_body`, overridden without super(): it never runs
+    assert ("_body_hint", "OwnCodegen") not in hooks
+    assert "Kernel.codegen_kernel_body" in hooks[("_body_hint", "PlainKernel")]["evidence"]

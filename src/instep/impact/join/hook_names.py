@@ -678,9 +678,10 @@ class HookNames:
             return self._handed_to(up, info)
         if not r.caller or "." not in r.caller:
             return True
-        # a caller the downstream class overrides does not run on it
+        # a caller the downstream class overrides does not run on it, unless the class (or
+        # a downstream base) calls ``super().caller()``: then its callers decide, as below
         caller = r.caller.rsplit(".", 1)[-1]
-        if caller in defined:
+        if caller in defined and caller not in self._super_called(info):
             return False
         # nor does one whose only callers (``self.caller()`` in its MRO) it overrides without
         # ``super().caller()``, unless downstream code of the class names it itself
