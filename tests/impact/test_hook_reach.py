@@ -243,6 +243,49 @@ DOWN_KERNEL = textwrap.dedent(
     """
 )
 
+WRAPPER_OLD = textwrap.dedent(
+    """
+    class PythonWrapperCodegen:
+        def write_prologue(self):
+            return "prologue"
+
+
+    def write_streams(V):
+        return V.graph.wrapper_code.write_prologue()
+    """
+)
+WRAPPER_NEW = WRAPPER_OLD.replace(
+    "return V.graph.wrapper_code.write_prologue()",
+    "V.graph.wrapper_code.codegen_stream_prologue()\n"
+    "    return V.graph.wrapper_code.write_prologue()",
+).replace(
+    "        return \"prologue\"\n",
+    "        return \"prologue\"\n\n"
+    "    def codegen_stream_prologue(self):\n"
+    "        raise NotImplementedError\n",
+)
+DOWN_WRAPPER = textwrap.dedent(
+    """
+    from torch._inductor.codegen.common import register_backend_for_device
+    from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+
+
+    class NpuWrapper(PythonWrapperCodegen):
+        pass
+
+
+    class NpuCppWrapper(NpuWrapper):
+        pass
+
+
+    class UnusedWrapper(PythonWrapperCodegen):
+        pass
+
+
+    register_backend_for_device("npu7", None, NpuWrapper, device_cpp_wrapper_codegen=NpuCppWrapper)
+    """
+)
+
 
 @pytest.fixture(scope="module")
 def hooks(tmp_path_factory):
@@ -256,17 +299,20 @@ def hooks(tmp_path_factory):
             "torch/_inductor/codegen/gpu_combined_scheduling.py": COMBINED_OLD,
             "torch/_inductor/codegen/kernel.py": KERNEL_OLD,
             "torch/_inductor/codegen/cuda_scheduling.py": CUDA_OLD,
+            "torch/_inductor/codegen/wrapper.py": WRAPPER_OLD,
         },
         {
             "torch/_inductor/codegen/cuda_scheduling.py": CUDA_NEW,
             "torch/_inductor/scheduler.py": SCHEDULER_NEW,
             "torch/_inductor/codegen/gpu_combined_scheduling.py": COMBINED_NEW,
             "torch/_inductor/codegen/kernel.py": KERNEL_NEW,
+            "torch/_inductor/codegen/wrapper.py": WRAPPER_NEW,
         },
         "scheduler: reduction contracts (#9)",
         {
             "torch_npu/_inductor/scheduling.py": DOWN,
             "torch_npu/_inductor/kernel.py": DOWN_KERNEL,
+            "torch_npu/_inductor/wrapper.py": DOWN_WRAPPER,
         },
     )
     out = {}
@@ -353,3 +399,17 @@ def test_a_read_in_a_method_the_class_overrides_reaches_it_only_through_super(ho
     # read directly in `codegen_kernel_body`, overridden without super(): it never runs
     assert ("_body_hint", "OwnCodegen") not in hooks
     assert "Kernel.codegen_kernel_body" in hooks[("_body_hint", "PlainKernel")]["evidence"]
+
+
+def test_the_graphs_wrapper_code_hands_out_the_registered_wrappers(hooks):
+    # registered as the wrapper (positional) and as the C++ wrapper (keyword)
+    for owner in ("NpuWrapper", "NpuCppWrapper"):
+        c = hooks[("codegen_stream_prologue", owner)]
+        assert (c["action"], c["rule"]) == ("Shim", "hook.missing_breaks"), owner
+        assert "torch/_inductor/codegen/wrapper.py:" in c["evidence"]
+        assert "`V.graph.wrapper_code.codegen_stream_prologue(…)`" in c["evidence"]
+        assert "raises NotImplementedError" in c["evidence"]
+    # a wrapper subclass the downstream never registers is not handed out
+    c = hooks[("codegen_stream_prologue", "UnusedWrapper")]
+    assert (c["action"], c["rule"]) == ("Test", "hook.missing_unproven")
+    assert "no new-upstream call reaching it was found" in c["evidence"]
