@@ -252,6 +252,21 @@ WRAPPER_OLD = textwrap.dedent(
 
     def write_streams(V):
         return V.graph.wrapper_code.write_prologue()
+
+
+    class Sched:
+        def codegen_sync(self):
+            return None
+
+
+    class Combined:
+        def codegen_sync(self):
+            return self._triton.codegen_sync()
+
+
+    def run_nodes(self, config):
+        if config.debug_sync:
+            self.get_backend(0).codegen_sync()
     """
 )
 WRAPPER_NEW = WRAPPER_OLD.replace(
@@ -262,7 +277,12 @@ WRAPPER_NEW = WRAPPER_OLD.replace(
     "        return \"prologue\"\n",
     "        return \"prologue\"\n\n"
     "    def codegen_stream_prologue(self):\n"
+    "        raise NotImplementedError\n\n"
+    "    def debug_sync(self):\n"
     "        raise NotImplementedError\n",
+).replace(
+    "        return None\n",
+    "        V.graph.wrapper_code.debug_sync()\n",
 )
 DOWN_WRAPPER = textwrap.dedent(
     """
@@ -413,3 +433,12 @@ def test_the_graphs_wrapper_code_hands_out_the_registered_wrappers(hooks):
     c = hooks[("codegen_stream_prologue", "UnusedWrapper")]
     assert (c["action"], c["rule"]) == ("Test", "hook.missing_unproven")
     assert "no new-upstream call reaching it was found" in c["evidence"]
+
+
+def test_a_read_in_a_method_called_only_under_a_condition_is_conditional(hooks):
+    # `Sched.codegen_sync` reads it unconditionally, but is called only under a debug flag
+    # (the delegating `Combined.codegen_sync` runs only when another one is called)
+    c = hooks[("debug_sync", "NpuWrapper")]
+    assert (c["action"], c["rule"]) == ("Test", "hook.missing_conditional")
+    assert "only under `if config.debug_sync (`codegen_sync` is called only so" in c["evidence"]
+    assert "`V.graph.wrapper_code.debug_sync(…)`, in `Sched.codegen_sync`" in c["evidence"]

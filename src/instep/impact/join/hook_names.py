@@ -645,7 +645,11 @@ class HookNames:
             member = c.qualname.rsplit(".", 1)[1]
             reads = self._reads_of.get(member, [])
             for info, defined, mro, where, pqual, attr, why in found:
-                reaching = [r for r in reads[:_MAX_SITES] if self._reaches(r, info, mro, defined)]
+                reaching = [
+                    self._called_under(r, info)
+                    for r in reads[:_MAX_SITES]
+                    if self._reaches(r, info, mro, defined)
+                ]
                 default = f"the changed `{pqual}.{member}` ({where}) fails on it: {why}"
                 capped = len(reads) > _MAX_SITES
                 self._emit(i, c, info, attr, True, default, reaching, capped, via=member)
@@ -737,7 +741,11 @@ class HookNames:
                         ),
                     )
             reads = self._reads_of.get(member, [])
-            reaching = [r for r in reads[:_MAX_SITES] if self._reaches(r, info, mro, defined)]
+            reaching = [
+                self._called_under(r, info)
+                for r in reads[:_MAX_SITES]
+                if self._reaches(r, info, mro, defined)
+            ]
             if not fails and not reaching:
                 continue  # a usable default nothing reaches: nothing to test
             self._emit(i, c, info, member, fails, default, reaching, len(reads) > _MAX_SITES)
@@ -802,6 +810,28 @@ class HookNames:
             )
             for c in callers
         )
+
+    def _called_under(self, r: Read, info) -> Read:
+        """``r`` with the condition its enclosing method ``m`` is called under, one level
+        up, when ``r`` itself is unconditional: every call ``x.m(…)`` of the new upstream
+        sits under an ``if`` (calls inside a def named ``m``, a delegation such as
+        ``return self._triton_scheduling.m()``, run only when another ``m`` is called),
+        no file of the class names ``m``; the first such condition is quoted."""
+        if r.condition is not None or not r.caller or "." not in r.caller:
+            return r
+        name = r.caller.rsplit(".", 1)[-1]
+        if self._down_names(info, name):
+            return r
+        callers = [
+            c
+            for c in self._callers_of(name) or ()
+            if not (c.caller and c.caller.rsplit(".", 1)[-1] == name)
+        ]
+        if not callers or any(c.condition is None for c in callers):
+            return r
+        first = callers[0]
+        cond = f"{first.condition} (`{name}` is called only so, e.g. {first.at})"
+        return Read(r.at, r.text, r.receiver, r.how, cond, r.caller, r.cls)
 
     def _chain_of(self, info) -> list:
         name = self._down_name.get((info.path, info.qualname))
