@@ -102,6 +102,9 @@ KERNEL_OLD = textwrap.dedent(
         def codegen_template(self):
             return "template"
 
+        def codegen_kernel_body(self):
+            return "body"
+
         def meta(self):
             return {}
 
@@ -116,7 +119,10 @@ KERNEL_NEW = textwrap.dedent(
             return self.meta()
 
         def codegen_template(self):
-            return self.header()
+            return self.header() + self._template_hint()
+
+        def codegen_kernel_body(self):
+            return self._body_hint()
 
         def meta(self):
             return {"block": self._block_hint()}
@@ -129,6 +135,12 @@ KERNEL_NEW = textwrap.dedent(
 
         def _block_hint(self):
             return 8
+
+        def _template_hint(self):
+            return 4
+
+        def _body_hint(self):
+            return 2
     """
 )
 CUDA_OLD = textwrap.dedent(
@@ -222,9 +234,75 @@ DOWN_KERNEL = textwrap.dedent(
         def codegen_template(self):
             return "npu " + super().codegen_template()
 
+        def codegen_kernel_body(self):
+            return "npu body"
+
 
     class PlainKernel(Kernel):
         pass
+    """
+)
+
+WRAPPER_OLD = textwrap.dedent(
+    """
+    class PythonWrapperCodegen:
+        def write_prologue(self):
+            return "prologue"
+
+
+    def write_streams(V):
+        return V.graph.wrapper_code.write_prologue()
+
+
+    class Sched:
+        def codegen_sync(self):
+            return None
+
+
+    class Combined:
+        def codegen_sync(self):
+            return self._triton.codegen_sync()
+
+
+    def run_nodes(self, config):
+        if config.debug_sync:
+            self.get_backend(0).codegen_sync()
+    """
+)
+WRAPPER_NEW = WRAPPER_OLD.replace(
+    "return V.graph.wrapper_code.write_prologue()",
+    "V.graph.wrapper_code.codegen_stream_prologue()\n"
+    "    return V.graph.wrapper_code.write_prologue()",
+).replace(
+    "        return \"prologue\"\n",
+    "        return \"prologue\"\n\n"
+    "    def codegen_stream_prologue(self):\n"
+    "        raise NotImplementedError\n\n"
+    "    def debug_sync(self):\n"
+    "        raise NotImplementedError\n",
+).replace(
+    "        return None\n",
+    "        V.graph.wrapper_code.debug_sync()\n",
+)
+DOWN_WRAPPER = textwrap.dedent(
+    """
+    from torch._inductor.codegen.common import register_backend_for_device
+    from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+
+
+    class NpuWrapper(PythonWrapperCodegen):
+        pass
+
+
+    class NpuCppWrapper(NpuWrapper):
+        pass
+
+
+    class UnusedWrapper(PythonWrapperCodegen):
+        pass
+
+
+    register_backend_for_device("npu7", None, NpuWrapper, device_cpp_wrapper_codegen=NpuCppWrapper)
     """
 )
 
@@ -241,17 +319,20 @@ def hooks(tmp_path_factory):
             "torch/_inductor/codegen/gpu_combined_scheduling.py": COMBINED_OLD,
             "torch/_inductor/codegen/kernel.py": KERNEL_OLD,
             "torch/_inductor/codegen/cuda_scheduling.py": CUDA_OLD,
+            "torch/_inductor/codegen/wrapper.py": WRAPPER_OLD,
         },
         {
             "torch/_inductor/codegen/cuda_scheduling.py": CUDA_NEW,
             "torch/_inductor/scheduler.py": SCHEDULER_NEW,
             "torch/_inductor/codegen/gpu_combined_scheduling.py": COMBINED_NEW,
             "torch/_inductor/codegen/kernel.py": KERNEL_NEW,
+            "torch/_inductor/codegen/wrapper.py": WRAPPER_NEW,
         },
         "scheduler: reduction contracts (#9)",
         {
             "torch_npu/_inductor/scheduling.py": DOWN,
             "torch_npu/_inductor/kernel.py": DOWN_KERNEL,
+            "torch_npu/_inductor/wrapper.py": DOWN_WRAPPER,
         },
     )
     out = {}
@@ -328,3 +409,36 @@ def test_a_cuda_file_default_that_delegates_to_what_the_class_sets_is_usable(hoo
     c = hooks[("stream_of", "OwnDelegate")]
     assert (c["action"], c["rule"]) == ("Test", "hook.missing_conditional")
     assert "cuda_scheduling.py:" in c["evidence"] and "is CUDA-specific" in c["evidence"]
+
+
+def test_a_read_in_a_method_the_class_overrides_reaches_it_only_through_super(hooks):
+    # read directly in `codegen_template`, which `OwnCodegen` overrides calling super()
+    c = hooks[("_template_hint", "OwnCodegen")]
+    assert (c["action"], c["rule"]) == ("Test", "hook.default_usable")
+    assert "Kernel.codegen_template" in c["evidence"]
+    # read directly in `codegen_kernel_body`, overridden without super(): it never runs
+    assert ("_body_hint", "OwnCodegen") not in hooks
+    assert "Kernel.codegen_kernel_body" in hooks[("_body_hint", "PlainKernel")]["evidence"]
+
+
+def test_the_graphs_wrapper_code_hands_out_the_registered_wrappers(hooks):
+    # registered as the wrapper (positional) and as the C++ wrapper (keyword)
+    for owner in ("NpuWrapper", "NpuCppWrapper"):
+        c = hooks[("codegen_stream_prologue", owner)]
+        assert (c["action"], c["rule"]) == ("Shim", "hook.missing_breaks"), owner
+        assert "torch/_inductor/codegen/wrapper.py:" in c["evidence"]
+        assert "`V.graph.wrapper_code.codegen_stream_prologue(…)`" in c["evidence"]
+        assert "raises NotImplementedError" in c["evidence"]
+    # a wrapper subclass the downstream never registers is not handed out
+    c = hooks[("codegen_stream_prologue", "UnusedWrapper")]
+    assert (c["action"], c["rule"]) == ("Test", "hook.missing_unproven")
+    assert "no new-upstream call reaching it was found" in c["evidence"]
+
+
+def test_a_read_in_a_method_called_only_under_a_condition_is_conditional(hooks):
+    # `Sched.codegen_sync` reads it unconditionally, but is called only under a debug flag
+    # (the delegating `Combined.codegen_sync` runs only when another one is called)
+    c = hooks[("debug_sync", "NpuWrapper")]
+    assert (c["action"], c["rule"]) == ("Test", "hook.missing_conditional")
+    assert "only under `if config.debug_sync (`codegen_sync` is called only so" in c["evidence"]
+    assert "`V.graph.wrapper_code.debug_sync(…)`, in `Sched.codegen_sync`" in c["evidence"]

@@ -12,7 +12,10 @@ Two shapes of the same coupling:
   ``getattr(obj, "_name")``, ``getattr(obj, "_name", None)``, ``hasattr(obj, "_name")``,
   where ``obj`` is ``self``/``cls``/``type(self)`` of an upstream class, or a handle that
   hands out the backend's object (``V.graph.device_ops``, ``get_interface_for_device(…)``:
-  ``data/backend_hooks.toml``), and neither ``D`` nor an upstream ancestor defines it.
+  ``data/backend_hooks.toml``), and neither ``D`` nor an upstream ancestor defines it;
+- a changed upstream method that ``D`` inherits (and does not override) *newly* reads
+  ``self.<attr>`` on its normal path, set only by an upstream ``__init__`` that ``D``'s
+  ``__init__`` skips (``join/skipped_init.py``): ``D`` lacks ``<attr>``.
 
 Facts for the rules (``hook.*`` in ``verdict_rules.toml``): ``hook_default_fails`` (the
 inherited default raises unconditionally or is CUDA-specific, or ``getattr`` has no
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import re
+import textwrap
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -508,12 +512,13 @@ class HookNames:
         names = self._handed.get(up)
         return names is None or info.qualname.rsplit(".", 1)[-1] in names
 
-    def _skipped_init(self, info, mro: list[UpClass], where: str, member: str) -> str | None:
-        """Evidence that the inherited ``member`` (defined at ``where``) reads an attribute
-        on ``info`` that only an upstream ``__init__`` it skips would set (skipped_init)."""
-        name = self._down_name.get((info.path, info.qualname))
-        fn = self._def_at(where, member) if name is not None else None
-        if fn is None or self.read_down is None:
+    def _normal_path(self, where: str, member: str) -> list[ast.stmt] | None:
+        """The statements of ``member`` (defined at ``where``) that run on an out-of-tree
+        backend whenever it is called: the backend's branch of device tests, up to the
+        first return, raise or early exit that sets a condition (``if not c: return``: the
+        rest runs only under ``c``, see :func:`_early_exit`), that ``if`` included."""
+        fn = self._def_at(where, member)
+        if fn is None:
             return None
         body = [
             s
@@ -521,7 +526,28 @@ class HookNames:
             if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
         ]
         ran, _ = _backend_path(body)
-        return self.skipped.finding(name, mro, where, unconditional_self_reads(ran))
+        for k, stmt in enumerate(ran):
+            if _early_exit(stmt) is not None:
+                return ran[: k + 1]
+        return ran
+
+    def _skipped_init(
+        self,
+        info,
+        mro: list[UpClass],
+        where: str,
+        member: str,
+        old_reads: frozenset[str] = frozenset(),
+    ) -> tuple[str, str] | None:
+        """(attribute, evidence) when the inherited ``member`` (defined at ``where``) reads,
+        on its normal path, an attribute on ``info`` that only an upstream ``__init__`` it
+        skips would set (skipped_init); reads of ``old_reads`` are not looked at."""
+        name = self._down_name.get((info.path, info.qualname))
+        ran = self._normal_path(where, member) if name is not None else None
+        if ran is None or name is None or self.read_down is None:
+            return None
+        reads = [(a, n) for a, n in unconditional_self_reads(ran) if a not in old_reads]
+        return self.skipped.first_break(name, mro, where, reads)
 
     def _own_delegate(self, info, where: str, member: str) -> str | None:
         """The attribute a default read as CUDA-specific only for its file delegates to,
@@ -587,6 +613,12 @@ class HookNames:
             return 0
         self._sub_modules = frozenset(mod for mod, _ in subs)
         before = sum(len(v) for v in self.join.out.values())
+        changed = [
+            (i, c, found)
+            for i, u in enumerate(self.units)
+            for c in u.changes
+            if (found := self._changed_member(u, c, subs))
+        ]
         if self.calls is not None:  # the calls of every added member a holder lacks: one pass
             where: dict[str, set[str]] = defaultdict(set)  # member -> modules of its MROs
             for u in self.units:
@@ -596,6 +628,9 @@ class HookNames:
                         for _, defined, mro in subs.get((c.module, cls_q), ()):
                             if member not in defined:
                                 where[member].update(mod for mod, _ in mro)
+            for _, c, found in changed:  # and of every changed one that newly fails
+                for _, _, mro, *_ in found:
+                    where[c.qualname.rsplit(".", 1)[1]].update(mod for mod, _ in mro)
             self._member_reads(where)
         for i, u in enumerate(self.units):
             for c in u.changes:
@@ -606,7 +641,75 @@ class HookNames:
                     SymbolKind.METHOD,
                 ):
                     self._new_reads(i, u, c, subs)
+        for i, c, found in changed:
+            member = c.qualname.rsplit(".", 1)[1]
+            reads = self._reads_of.get(member, [])
+            for info, defined, mro, where, pqual, attr, why in found:
+                reaching = [
+                    self._called_under(r, info)
+                    for r in reads[:_MAX_SITES]
+                    if self._reaches(r, info, mro, defined)
+                ]
+                default = f"the changed `{pqual}.{member}` ({where}) fails on it: {why}"
+                capped = len(reads) > _MAX_SITES
+                self._emit(i, c, info, attr, True, default, reaching, capped, via=member)
         return sum(len(v) for v in self.join.out.values()) - before
+
+    def _changed_member(self, u: UpstreamChange, c: SymbolChange, subs) -> list[tuple]:
+        """The downstream classes on which a body change of an upstream method they inherit
+        (and do not override) newly reads, on its normal path, an attribute that only an
+        upstream ``__init__`` they skip sets: (info, defined, mro, where, provider
+        qualname, attribute, evidence) each. The read is new when the old body read no
+        ``self.<attribute>`` anywhere."""
+        if (
+            ChangeKind.BODY not in c.aspects
+            or c.kind is ChangeKind.ADDED
+            or c.symbol_kind is not SymbolKind.METHOD
+            or c.old is None
+            or c.new is None
+        ):
+            return []
+        cls_q, member = c.qualname.rsplit(".", 1)
+        holders = subs.get((c.module, cls_q))
+        if not holders or (member.startswith("__") and member.endswith("__")):
+            return []
+        out: list[tuple] = []
+        old_reads: frozenset[str] | None = None
+        for info, defined, mro in holders:
+            if member in defined:
+                continue  # the downstream class overrides it: the change does not run there
+            prov = self._provider(mro, member)
+            if prov is None or prov[0] != (c.module, cls_q):
+                continue  # it inherits another definition
+            if self._skipped_init(info, mro, prov[1], member) is None:
+                continue
+            if old_reads is None:
+                old_reads = self._old_self_reads(u, c)
+                if old_reads is None:
+                    return out  # the old body was not read: nothing proven new
+            found = self._skipped_init(info, mro, prov[1], member, old_reads)
+            if found is not None:
+                out.append((info, defined, mro, prov[1], cls_q, *found))
+        return out
+
+    def _old_self_reads(self, u: UpstreamChange, c: SymbolChange) -> frozenset[str] | None:
+        """Every ``self.<attr>`` the old body of ``c`` loads (any path); None if not read."""
+        old_lines, _ = self.lines_of(u, c)
+        if old_lines is None or c.old is None:
+            return None
+        text = textwrap.dedent("\n".join(old_lines[c.old.line - 1 : c.old.end_line]))
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            return None
+        return frozenset(
+            n.attr
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Attribute)
+            and isinstance(n.ctx, ast.Load)
+            and isinstance(n.value, ast.Name)
+            and n.value.id == "self"
+        )
 
     def _added_member(self, i: int, c: SymbolChange, subs) -> None:
         cls_q, member = c.qualname.rsplit(".", 1)
@@ -625,7 +728,8 @@ class HookNames:
             fails, default = self._default(where, pqual, member)
             skipped = self._skipped_init(info, mro, where, member)
             if skipped is not None:
-                fails, default = True, f"the default `{pqual}.{member}` ({where}) fails: {skipped}"
+                fails = True
+                default = f"the default `{pqual}.{member}` ({where}) fails: {skipped[1]}"
             elif fails and default.endswith("is CUDA-specific"):
                 own = self._own_delegate(info, where, member)
                 if own is not None:
@@ -637,7 +741,11 @@ class HookNames:
                         ),
                     )
             reads = self._reads_of.get(member, [])
-            reaching = [r for r in reads[:_MAX_SITES] if self._reaches(r, info, mro, defined)]
+            reaching = [
+                self._called_under(r, info)
+                for r in reads[:_MAX_SITES]
+                if self._reaches(r, info, mro, defined)
+            ]
             if not fails and not reaching:
                 continue  # a usable default nothing reaches: nothing to test
             self._emit(i, c, info, member, fails, default, reaching, len(reads) > _MAX_SITES)
@@ -678,9 +786,10 @@ class HookNames:
             return self._handed_to(up, info)
         if not r.caller or "." not in r.caller:
             return True
-        # a caller the downstream class overrides does not run on it
+        # a caller the downstream class overrides does not run on it, unless the class (or
+        # a downstream base) calls ``super().caller()``: then its callers decide, as below
         caller = r.caller.rsplit(".", 1)[-1]
-        if caller in defined:
+        if caller in defined and caller not in self._super_called(info):
             return False
         # nor does one whose only callers (``self.caller()`` in its MRO) it overrides without
         # ``super().caller()``, unless downstream code of the class names it itself
@@ -701,6 +810,28 @@ class HookNames:
             )
             for c in callers
         )
+
+    def _called_under(self, r: Read, info) -> Read:
+        """``r`` with the condition its enclosing method ``m`` is called under, one level
+        up, when ``r`` itself is unconditional: every call ``x.m(…)`` of the new upstream
+        sits under an ``if`` (calls inside a def named ``m``, a delegation such as
+        ``return self._triton_scheduling.m()``, run only when another ``m`` is called),
+        no file of the class names ``m``; the first such condition is quoted."""
+        if r.condition is not None or not r.caller or "." not in r.caller:
+            return r
+        name = r.caller.rsplit(".", 1)[-1]
+        if self._down_names(info, name):
+            return r
+        callers = [
+            c
+            for c in self._callers_of(name) or ()
+            if not (c.caller and c.caller.rsplit(".", 1)[-1] == name)
+        ]
+        if not callers or any(c.condition is None for c in callers):
+            return r
+        first = callers[0]
+        cond = f"{first.condition} (`{name}` is called only so, e.g. {first.at})"
+        return Read(r.at, r.text, r.receiver, r.how, cond, r.caller, r.cls)
 
     def _chain_of(self, info) -> list:
         name = self._down_name.get((info.path, info.qualname))
@@ -816,20 +947,23 @@ class HookNames:
                     fails, default = False, "`hasattr` is False when it is missing"
                 self._emit(i, c, info, name, fails, default, [r], False)
 
-    def _emit(self, i, c, info, member, fails, default, reaching, capped) -> None:
+    def _emit(self, i, c, info, member, fails, default, reaching, capped, via=None) -> None:
+        """One coupling: ``info`` lacks ``member`` (with ``via``: an attribute the changed
+        member ``via`` reads, ``reaching`` being the calls of ``via``)."""
         facts = set()
         if fails:
             facts.add("hook_default_fails")
+        verb = f"calls the changed `{via}`" if via else "reads it"
         unconditional = [r for r in reaching if r.condition is None]
         if unconditional:
             facts.add("hook_call_reaches")
             first = unconditional[0]
-            how = f"reads it at {first.at} (`{first.text}`"
+            how = f"{verb} at {first.at} (`{first.text}`"
             how += f", in `{first.caller}`)" if first.caller else ")"
         elif reaching:
             facts.add("hook_call_conditional")
             first = reaching[0]
-            how = f"reads it only under `{first.condition}`: {first.at} (`{first.text}`" + (
+            how = f"{verb} only under `{first.condition}`: {first.at} (`{first.text}`" + (
                 f", in `{first.caller}`)" if first.caller else ")"
             )
         else:
@@ -839,8 +973,8 @@ class HookNames:
         if len(reaching) > 1:
             how += f" and at {len(reaching) - 1} more place(s)"
         evidence = (
-            f"upstream {how}; `{info.qualname}` ({info.path}:{info.line}) does not define "
-            f"`{member}`; {default}"
+            f"upstream {how}; `{info.qualname}` ({info.path}:{info.line}) does not "
+            f"{'set' if via else 'define'} `{member}`; {default}"
         )
         ref = Reference(
             CouplingKind.HOOK_NAME,

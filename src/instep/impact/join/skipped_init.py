@@ -15,8 +15,10 @@ name at class level (a method, a property, a class attribute default), an upstre
 downstream ``__init__`` that runs (the class's own, or the first of its downstream bases)
 calls no ``super().__init__`` and no ``X.__init__(self, …)`` of a class that has the setter
 among its ancestors, while no downstream class of the chain sets the attribute (in any
-method) or gives it a class-level default. Anything else is no finding. Nothing here picks
-a verdict: ``join/hook_names.py`` turns a finding into a failing default with this evidence.
+method) or gives it a class-level default. Anything else is no finding. The same check
+serves an added member and a changed one (then only the reads its old body did not have).
+Nothing here picks a verdict: ``join/hook_names.py`` turns a finding into a failing default
+with this evidence.
 """
 
 from __future__ import annotations
@@ -222,6 +224,18 @@ class SkippedInit:
     ) -> str | None:
         """Evidence that ``reads`` (of the member defined at ``member_where``) fail on the
         downstream class ``down_name``, or None."""
+        found = self.first_break(down_name, mro, member_where, reads)
+        return found[1] if found is not None else None
+
+    def first_break(
+        self,
+        down_name: str,
+        mro: list[UpClass],
+        member_where: str,
+        reads: list[tuple[str, int]],
+    ) -> tuple[str, str] | None:
+        """(the attribute, the evidence) of the first of ``reads`` that fails on the
+        downstream class ``down_name`` (see :meth:`finding`), or None."""
         chain = self._down_chain(down_name)
         if not chain or not reads:
             return None
@@ -267,7 +281,7 @@ class SkippedInit:
             if runs_it:
                 continue
             how = f"calls {', '.join(called)} instead" if called else "calls no base `__init__`"
-            return (
+            return attr, (
                 f"it reads `self.{attr}` ({path}:{line}), which only "
                 + " and ".join(f"`{u[1]}.__init__` ({w})" for u, w in setters)
                 + f" set{'s' if len(setters) == 1 else ''}; `{dn_info.qualname}.__init__` "
