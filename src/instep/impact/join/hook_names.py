@@ -293,6 +293,15 @@ def _early_exit(stmt: ast.stmt) -> str | None:
     return f"{_cut(text, 80)} (line {stmt.lineno} {type(leave).__name__.lower()}s otherwise)"
 
 
+def _ran_on_backend(fn: ast.FunctionDef | ast.AsyncFunctionDef):
+    """What of ``fn``'s body runs on an out-of-tree backend (its docstring left out), and
+    the device-type guard it leaves by (:func:`_backend_path`)."""
+    body = [
+        s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
+    ]
+    return _backend_path(body)
+
+
 def _backend_path(stmts: list[ast.stmt]) -> tuple[list[ast.stmt], ast.If | None]:
     """The statements of ``stmts`` that run on an out-of-tree backend, in order, up to the
     first that leaves the function: the branch a device test takes on the backend
@@ -446,12 +455,7 @@ class HookNames:
         fn = self._def_at(where, member)
         if fn is None:
             return False, f"`{qual}.{member}` ({where}), body not read"
-        body = [
-            s
-            for s in fn.body
-            if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
-        ]
-        ran, guard = _backend_path(body)  # what runs on an out-of-tree backend
+        ran, guard = _ran_on_backend(fn)
         for s in ran:
             if isinstance(s, ast.Raise):
                 exc = s.exc.func if isinstance(s.exc, ast.Call) else s.exc
@@ -520,12 +524,7 @@ class HookNames:
         fn = self._def_at(where, member)
         if fn is None:
             return None
-        body = [
-            s
-            for s in fn.body
-            if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
-        ]
-        ran, _ = _backend_path(body)
+        ran, _ = _ran_on_backend(fn)
         for k, stmt in enumerate(ran):
             if _early_exit(stmt) is not None:
                 return ran[: k + 1]
@@ -557,12 +556,7 @@ class HookNames:
         fn = self._def_at(where, member) if name is not None else None
         if fn is None or self.read_down is None:
             return None
-        body = [
-            s
-            for s in fn.body
-            if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
-        ]
-        ran, _ = _backend_path(body)
+        ran, _ = _ran_on_backend(fn)
         code = "\n".join(ast.unparse(s) for s in ran)
         if not ran or re.search(r"\bcuda\b|\bCUDA\b|torch\.cuda", code):
             return None
