@@ -147,6 +147,9 @@ def test_a_dataclass_field_without_default_breaks_a_positional_construction(doc)
     assert (c["action"], c["risk"], c["code_change"]) == ("Shim", "high", "yes")
     assert c["rule"] == "constructor.call_breaks"
     assert "does not pass 'size', which it requires" in c["detail"]
+    # the Shim carries its evidence: the place, its call, what does not bind
+    assert c["evidence"].startswith(f'at {c["downstream"]} (`return Spec("a", 2)`): ')
+    assert "does not pass 'size', which it requires" in c["evidence"]
     # the change is the synthesised __init__'s signature, old -> new
     unit = next(u for u in doc["units"] if u["pr"] == 11)
     change = next(x for x in unit["changes"] if x["symbol"].endswith("::Spec.__init__"))

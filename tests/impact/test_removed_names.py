@@ -158,6 +158,11 @@ def test_an_assignment_to_a_removed_name_is_a_dead_patch_not_a_break(couplings):
 def test_reading_a_removed_name_is_still_shim(couplings):
     c = _at(couplings["_supports_pinned"], "torch_npu/_inductor/patches.py:8")
     assert (c["action"], c["rule"]) == ("Shim", "removed.breaks")
+    assert c["evidence"].startswith("at torch_npu/_inductor/patches.py:8 (`")
+    assert (
+        "the new upstream no longer has `" in c["evidence"]
+        and "nothing guards it" in (c["evidence"])
+    )
 
 
 def test_a_patch_on_a_removed_class_reads_the_class_and_breaks(couplings):

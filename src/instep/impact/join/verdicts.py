@@ -101,6 +101,8 @@ def decide(
     text = detail or ref.detail
     if problems:
         text = "; ".join([text, *problems]) if text else "; ".join(problems)
+    if rule.action is Action.SHIM and not evidence:
+        evidence = _direct_evidence(change, ref, problems)
     return Coupling(
         kind=kind,
         upstream=change.ref,
@@ -119,6 +121,21 @@ def decide(
         owner=ref.owner,
         evidence=evidence,
     )
+
+
+def _direct_evidence(change: SymbolChange, ref: Reference, problems: list[str]) -> str:
+    """A Shim found at the downstream place itself (an unguarded import or read of a
+    removed name, a construction or call that no longer binds): the place and what fails
+    there, so that every Shim coupling carries its evidence."""
+    snippet = " ".join((ref.snippet or "").split())
+    if len(snippet) > 80:
+        snippet = snippet[:79] + "…"
+    where = f"{ref.at} (`{snippet}`)" if snippet else ref.at
+    if problems:
+        return f"at {where}: " + "; ".join(problems)
+    if str(change.kind) == "removed":
+        return f"at {where}: the new upstream no longer has `{change.ref}`, and nothing guards it"
+    return f"at {where}: {change.kind} change of `{change.ref}`, and nothing guards the place"
 
 
 # --- unit level --------------------------------------------------------------------
