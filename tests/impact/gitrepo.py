@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 _ENV = {
     "GIT_AUTHOR_NAME": "Test Author",
@@ -99,9 +100,11 @@ def impact_of_commit(
     after: dict[str, str],
     message: str,
     downstream: dict[str, str],
-) -> dict:
+    fmt: str = "json",
+) -> Any:
     """As :func:`impact_of_one_commit`, for an upstream of several files: ``before``
-    holds the files at v1, ``after`` the files the commit writes."""
+    holds the files at v1, ``after`` the files the commit writes. Another ``fmt`` (md,
+    html) returns the report's text."""
     import json
 
     from instep.cli import run as cli_run
@@ -122,8 +125,9 @@ def impact_of_commit(
     for rel, text in files.items():
         (down / rel).parent.mkdir(parents=True, exist_ok=True)
         (down / rel).write_text(text, encoding="utf-8")
-    out = root / "impact.json"
+    out = root / f"impact.{fmt}"
     args = ["impact", "--upstream-git", str(up.path), "--range", "v1..v2"]
-    args += ["--downstream", str(down), "--format", "json", "--out", str(out), "--no-cache"]
+    args += ["--downstream", str(down), "--format", fmt, "--out", str(out), "--no-cache"]
     assert cli_run(args) == 0
-    return json.loads(out.read_text(encoding="utf-8"))
+    text = out.read_text(encoding="utf-8")
+    return json.loads(text) if fmt == "json" else text

@@ -319,3 +319,19 @@ def test_an_untyped_receiver_of_a_name_another_class_defines_stays_test(coupling
     c = couplings["Renderer.render_group@NPURenderer.render_group"]
     assert (c["action"], c["rule"]) == ("Test", "signature.path_unproven")
     assert "receiver `backend` not resolved" in c["evidence"]
+
+
+def test_act_now_quotes_the_breaking_path(tmp_path):
+    """The report for people shows, on each Shim line, the new-upstream call that reaches
+    the downstream object (its evidence), in English and Chinese."""
+    files = (
+        {"torch/_inductor/sched.py": SCHED_V1, "torch/_inductor/lowering.py": LOWERING_V1},
+        {"torch/_inductor/sched.py": SCHED_V2, "torch/_inductor/lowering.py": LOWERING_V2},
+        "new parameters",
+        {"torch_npu/_inductor/lowering.py": DOWN_LOWERING},
+    )
+    md = impact_of_commit(tmp_path / "en", *files, fmt="md")
+    act_now = md.split("## Act now\n", 1)[1].split("\n## ", 1)[0]
+    line = next(ln for ln in act_now.splitlines() if "lowering.py:18**" in ln)
+    assert "; breaking path: the new upstream calls it at torch/_inductor/lowering.py:20" in line
+    assert line.endswith("[signature.replacement_breaks]")

@@ -269,20 +269,24 @@ WRAPPER_OLD = textwrap.dedent(
             self.get_backend(0).codegen_sync()
     """
 )
-WRAPPER_NEW = WRAPPER_OLD.replace(
-    "return V.graph.wrapper_code.write_prologue()",
-    "V.graph.wrapper_code.codegen_stream_prologue()\n"
-    "    return V.graph.wrapper_code.write_prologue()",
-).replace(
-    "        return \"prologue\"\n",
-    "        return \"prologue\"\n\n"
-    "    def codegen_stream_prologue(self):\n"
-    "        raise NotImplementedError\n\n"
-    "    def debug_sync(self):\n"
-    "        raise NotImplementedError\n",
-).replace(
-    "        return None\n",
-    "        V.graph.wrapper_code.debug_sync()\n",
+WRAPPER_NEW = (
+    WRAPPER_OLD.replace(
+        "return V.graph.wrapper_code.write_prologue()",
+        "V.graph.wrapper_code.codegen_stream_prologue()\n"
+        "    return V.graph.wrapper_code.write_prologue()",
+    )
+    .replace(
+        '        return "prologue"\n',
+        '        return "prologue"\n\n'
+        "    def codegen_stream_prologue(self):\n"
+        "        raise NotImplementedError\n\n"
+        "    def debug_sync(self):\n"
+        "        raise NotImplementedError\n",
+    )
+    .replace(
+        "        return None\n",
+        "        V.graph.wrapper_code.debug_sync()\n",
+    )
 )
 DOWN_WRAPPER = textwrap.dedent(
     """

@@ -71,6 +71,7 @@ SECTIONS = {
         "shown": "units shown",
         "more_units": "The per-unit table: `--all` (JSON and CSV always hold every unit).",
         "signature": "signature",
+        "breaking_path": "breaking path",
         "none": "none",
         "tests_note": "{without} of {needing} unit(s) that need a test have no suggested test:"
         " {why}",

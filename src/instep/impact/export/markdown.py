@@ -97,6 +97,8 @@ def _act_now(sec: sections.Sections, t: dict) -> list[str]:
             line += f"; {t['signature']} {_code(x.signature)}"
         if x.why:
             line += f": {x.why}"
+        if x.path:
+            line += f"; {t['breaking_path']}: {x.path}"
         lines.append(line + f" [{x.rule}]")
     return lines
 

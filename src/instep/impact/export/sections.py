@@ -31,6 +31,7 @@ class ShimLine:
     signature: str | None  # '(old) -> (new)' for a signature change
     why: str  # the coupling's detail (what does not bind, what is missing)
     rule: str
+    path: str = ""  # the breaking path in the new upstream (the evidence), when it names one
 
 
 @dataclass(frozen=True)
@@ -113,9 +114,20 @@ def act_now(report: ImpactReport) -> list[ShimLine]:
                     signature=signature,
                     why="; ".join(dict.fromkeys([*c.problems] or [c.detail])),
                     rule=c.rule,
+                    path=_breaking_path(c),
                 )
             )
     return lines
+
+
+def _breaking_path(c) -> str:
+    """The coupling's evidence when it quotes the new upstream (the call or read that
+    reaches the downstream place), cut to one line; not the evidence that only repeats the
+    downstream place (``at path:line: …``), which the line already shows."""
+    ev = " ".join((c.evidence or "").split())
+    if not ev or ev.startswith(f"at {c.downstream}"):
+        return ""
+    return ev if len(ev) <= 240 else ev[:239].rsplit(" ", 1)[0] + " …"
 
 
 def adapted_gates(report: ImpactReport) -> list[AdaptedGate]:
