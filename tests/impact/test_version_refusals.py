@@ -204,3 +204,5 @@ def test_the_report_for_people_lists_refusals_first_under_act_now(tmp_path, fmt,
     )
     assert count in text
     assert text.index("torch_npu/allow_list.py:12") < text.index("torch_npu/allow_list.py:21")
+    if fmt == "html":  # no Markdown backticks in the page
+        assert "(fails when fake_mode is called)" in text
