@@ -658,6 +658,7 @@ class _Analysis:
             },
             units=impacts,
             compat_debt=debt,
+            refusals=self._refusals(down),
             stats={"timings_s": self.timings, **self.stats},
             generated_at=_now(),
             lang=self.req.lang,
@@ -680,6 +681,16 @@ class _Analysis:
         if not hasattr(self, "_test_paths"):
             self._test_paths = [p for p in self.new.paths() if p.startswith("test/")]
         return self._test_paths
+
+    def _refusals(self, down) -> list[dict]:
+        """Version checks that let the old upstream through and refuse the new one."""
+        from instep.impact.downstream import version_refusals
+
+        if self.old_version is None or self.new_version is None:
+            return []
+        checks = [r for fi in down.files.values() for r in fi.refusals]
+        found = version_refusals.new_refusals(checks, self.old_version, self.new_version)
+        return [r.as_dict() for r in found]
 
     def _compat_debt(self, down) -> list[dict]:
         from instep.impact.downstream import version_gates

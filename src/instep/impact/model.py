@@ -327,6 +327,8 @@ class ImpactReport:
     downstream: dict[str, Any]  # source label, file and reference counts
     units: list[Impact] = field(default_factory=list)
     compat_debt: list[dict[str, Any]] = field(default_factory=list)
+    # version checks that refuse the new upstream (downstream/version_refusals.py)
+    refusals: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)  # timings (s), counts, cache hits
     generated_at: str = ""
@@ -352,6 +354,8 @@ class ImpactReport:
             "by_stage_action": dict(sorted(by_stage.items())),
             "by_coupling_kind": count([str(c.kind) for u in self.units for c in u.couplings]),
             "already_adapted": sum(1 for u in self.units for c in u.couplings if c.already_adapted),
+            "refusals": len(self.refusals),
+            "module_refusals": sum(1 for r in self.refusals if r.get("scope") == "module"),
         }
 
     def hotspots(self, limit: int = HOTSPOTS) -> list[dict[str, Any]]:

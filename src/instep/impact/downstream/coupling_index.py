@@ -48,6 +48,7 @@ from instep.impact.downstream.scope import Local, LocalKind
 from instep.impact.downstream.subclasses import local_subclass_refs
 from instep.impact.downstream.tree_index import DownstreamIndex
 from instep.impact.downstream.version_gates import GateLookup, catches_import_error, gate_spans
+from instep.impact.downstream.version_refusals import refusals_in
 from instep.impact.model import CouplingKind, Reference, VersionGate
 from instep.impact.no_gc import no_cyclic_gc
 from instep.pyindex.cache import ContentCache, content_hash
@@ -62,7 +63,7 @@ from instep.pyindex.signatures import call_shape
 
 log = logging.getLogger(__name__)
 
-FORMAT = "coupling-index-v9"  # bump when any cached class changes shape
+FORMAT = "coupling-index-v10"  # bump when any cached class changes shape
 MAX_FILE_BYTES = 8 * 1024 * 1024
 
 
@@ -286,6 +287,7 @@ def index_downstream_file(
     out.functions = v.functions
     out.gates = [s.gate for s in spans]
     out.gate_spans = spans
+    out.refusals = refusals_in(tree, path, source, tuple(upstream_roots))
     out.lines_fingerprint = forks.lines_fingerprint_of(v.norm)
     out.exports = {k: val for k, val in v.scopes[0][0].items() if val is not None}
     out.classes = v.classes

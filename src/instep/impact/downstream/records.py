@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from instep.impact.downstream import forks
 from instep.impact.downstream.scope import Arg, HelperSpec, Local
 from instep.impact.downstream.version_gates import GateSpan
+from instep.impact.downstream.version_refusals import Refusal
 from instep.impact.model import Reference, VersionGate
 from instep.pyindex.model import Registration
 
@@ -76,3 +77,4 @@ class DownstreamFileIndex:
     patch_values: list[tuple[int, str]] = field(default_factory=list)  # ref idx -> dn dotted
     dn_imports: list[tuple[str, int, str | None]] = field(default_factory=list)
     gate_spans: list[GateSpan] = field(default_factory=list)  # gates with the lines they guard
+    refusals: list[Refusal] = field(default_factory=list)  # version checks that raise

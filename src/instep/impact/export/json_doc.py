@@ -20,6 +20,7 @@ def as_document(report: ImpactReport) -> dict[str, Any]:
         "upstream": report.upstream,
         "downstream": report.downstream,
         "summary": report.summary(),
+        "refusals": report.refusals,
         "hotspots": report.hotspots(),
         "units": [u.as_dict() for u in report.units],
         "compat_debt": report.compat_debt,

@@ -48,6 +48,11 @@ SECTIONS = {
         "act_now": "Act now",
         "act_now_count": "{couplings} Shim coupling(s) in {units} unit(s)",
         "act_now_none": "No Shim: no upstream change was found that breaks the downstream.",
+        "refusals_count": "{n} version check(s) refuse torch {new} and let {old} through"
+        " ({modules} at module level)",
+        "refusal_module": "module level: the module no longer imports",
+        "refusal_function": "fails when `{scope}` is called",
+        "refuses_when": "refuses when",
         "test_these": "Test these",
         "test_these_count": "the top {shown} of {total} downstream places reached by a Test"
         " coupling, by priority",

@@ -57,7 +57,7 @@ def render_markdown(report: ImpactReport, all_units: bool = False, max_evidence:
         + ", ".join(f"{a} {s['by_action'].get(a, 0)}" for a in ("Shim", "Test", "Check"))
     )
     sec = sections.build(report)
-    lines += _act_now(sec, t)
+    lines += _act_now(sec, t, up)
     lines += _test_these(sec, t, lang)
     lines += _debt_and_adapted(report, sec, t)
     lines += _summary(report, sec, lang)
@@ -80,9 +80,36 @@ def _code(text: str) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
-def _act_now(sec: sections.Sections, t: dict) -> list[str]:
+def _refusals(sec: sections.Sections, t: dict, up: dict) -> list[str]:
+    """The version checks refusing the new upstream: the first thing to change."""
+    if not sec.refusals:
+        return []
+    modules = sum(1 for r in sec.refusals if r["scope"] == "module")
+    lines = [
+        t["refusals_count"].format(
+            n=len(sec.refusals),
+            new=up.get("new_version"),
+            old=up.get("old_version"),
+            modules=modules,
+        ),
+        "",
+    ]
+    for r in sec.refusals:
+        scope = (
+            t["refusal_module"]
+            if r["scope"] == "module"
+            else t["refusal_function"].format(scope=r["scope"])
+        )
+        lines.append(
+            f"- **{r['at']}** {_code(r['raises'])} ({scope}); {t['refuses_when']}"
+            f" {_code(r['condition'])}"
+        )
+    return [*lines, ""]
+
+
+def _act_now(sec: sections.Sections, t: dict, up: dict) -> list[str]:
     units = len({x.unit for x in sec.act_now})
-    lines = ["", f"## {t['act_now']}", ""]
+    lines = ["", f"## {t['act_now']}", "", *_refusals(sec, t, up)]
     if not sec.act_now:
         return [*lines, t["act_now_none"]]
     lines += [t["act_now_count"].format(couplings=len(sec.act_now), units=units), ""]

@@ -1,4 +1,5 @@
-"""The sections a person reads, in the order they read them: act now (every Shim), test
+"""The sections a person reads, in the order they read them: act now (the version checks
+that refuse the new upstream, then every Shim), test
 these (Test places by priority), compat debt, already-adapted gates, the summary by stage.
 
 Builds plain records from an :class:`ImpactReport` for the Markdown and HTML renderers:
@@ -66,6 +67,7 @@ class TestsNote:
 
 @dataclass(frozen=True)
 class Sections:
+    refusals: list[dict]  # version checks refusing the new upstream, module level first
     act_now: list[ShimLine]
     test_these: list[TestPlace]
     test_places: int  # Test places in all
@@ -185,6 +187,7 @@ def tests_note(report: ImpactReport) -> TestsNote | None:
 def build(report: ImpactReport, top: int = TOP_TEST_PLACES) -> Sections:
     places = rank_test_places(report.units)
     return Sections(
+        refusals=list(report.refusals),
         act_now=act_now(report),
         test_these=places[:top],
         test_places=len(places),

@@ -1,4 +1,5 @@
-"""The torch version of an upstream snapshot (``torch/version.py``, else the pip label),
+"""The torch version of an upstream snapshot (``torch/version.py``, else a ``__version__ =``
+in ``torch/__init__.py``, else the pip label),
 for the version gates the verdicts compare against. Reads one file; imports nothing.
 """
 
@@ -19,9 +20,10 @@ def parse_version(text: str | None) -> tuple[int, ...] | None:
 
 
 def snapshot_version(snapshot, label: str | None) -> tuple[int, ...] | None:
-    """The torch version of an upstream snapshot: torch/version.py, else the pip label."""
+    """The torch version of an upstream snapshot: torch/version.py, torch/__init__.py, else
+    the pip label."""
     paths = set(snapshot.paths())
-    for candidate in ("torch/version.py",):
+    for candidate in ("torch/version.py", "torch/__init__.py"):
         if candidate in paths:
             m = _VERSION_RE.search(snapshot.read(candidate).decode("utf-8", "replace"))
             if m:

@@ -1,0 +1,393 @@
+"""Find the places where the downstream refuses an upstream version: a version check whose
+refusing branch raises, ``assert``s false or exits.
+
+DICP's ``if torch.__version__.startswith("2.0"): ... elif ...startswith("2.1"): ... else:
+raise ValueError("unsupported dicp torch version")`` at module level makes the module fail
+to import on every later torch; no upstream symbol changes, so no coupling reports it.
+Each place becomes a :class:`Refusal`: the statement that refuses, the condition under
+which it runs as a small version predicate, and its scope (``"module"``: the module no
+longer imports; else the qualname of the function that fails when called).
+
+Recognised version tests: ``<upstream>.__version__`` (sliced, parsed by ``Version``/
+``parse``, or a module constant derived from it, e.g. ``TORCH_VERSION``) compared as
+:mod:`version_gates` does, ``.startswith(prefix | (prefixes))``, ``in (…)`` lists, ``"2.1."
+in torch.__version__``, version helpers (``is_torch_version_ge("2.1")``), ``not``/``and``/
+``or``, and module flags set in a version branch (``is_torch_210 = True``). Anything else
+is unknown: a refusal behind an unknown condition is never decided. Static only: this
+module decides a refusal against given versions (:func:`new_refusals`) and renders nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from instep.impact.downstream import version_gates as vg
+
+Version = tuple[int, ...]
+_MAX_TEXT = 200
+
+
+@dataclass(frozen=True)
+class InRange:
+    """``lo <= version < hi`` (either bound may be None)."""
+
+    lo: Version | None
+    hi: Version | None
+
+
+@dataclass(frozen=True)
+class Prefix:
+    """``version_string.startswith(prefixes)``, as Python does it ("2.10" starts with "2.1")."""
+
+    prefixes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """``version in (v1, v2, ...)``, each compared on its own number of components."""
+
+    values: tuple[Version, ...]
+
+
+@dataclass(frozen=True)
+class Contains:
+    """``"2.1." in version_string``."""
+
+    needle: str
+
+
+@dataclass(frozen=True)
+class Const:
+    value: bool
+
+
+@dataclass(frozen=True)
+class Unknown:
+    """A test that is not about the upstream version (an environment flag, a config)."""
+
+
+@dataclass(frozen=True)
+class Not:
+    inner: Predicate
+
+
+@dataclass(frozen=True)
+class All:
+    parts: tuple[Predicate, ...]
+
+
+@dataclass(frozen=True)
+class AnyOf:
+    parts: tuple[Predicate, ...]
+
+
+Predicate = InRange | Prefix | OneOf | Contains | Const | Unknown | Not | All | AnyOf
+
+
+def holds(p: Predicate, version: Version) -> bool | None:
+    """Whether ``p`` is true on ``version``; None when an unknown test decides it."""
+    text = ".".join(map(str, version))
+    if isinstance(p, InRange):
+        return (p.lo is None or version >= p.lo) and (p.hi is None or version < p.hi)
+    if isinstance(p, Prefix):
+        return text.startswith(p.prefixes)
+    if isinstance(p, OneOf):
+        return any(version[: len(v)] == v for v in p.values)
+    if isinstance(p, Contains):
+        return p.needle in text
+    if isinstance(p, Const):
+        return p.value
+    if isinstance(p, Not):
+        inner = holds(p.inner, version)
+        return None if inner is None else not inner
+    if isinstance(p, (All, AnyOf)):
+        values = [holds(q, version) for q in p.parts]
+        decisive = isinstance(p, AnyOf)  # True decides an or, False an and
+        if decisive in values:
+            return decisive
+        return None if None in values else not decisive
+    return None
+
+
+def _about_version(p: Predicate) -> bool:
+    if isinstance(p, (InRange, Prefix, OneOf, Contains)):
+        return True
+    if isinstance(p, Not):
+        return _about_version(p.inner)
+    if isinstance(p, (All, AnyOf)):
+        return any(_about_version(q) for q in p.parts)
+    return False
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A statement that refuses the upstream when ``when`` holds on its version."""
+
+    path: str
+    line: int
+    condition: str  # the test under which it refuses, as written ('not (...) and not (...)')
+    raises: str  # 'ValueError(...)', 'AssertionError', 'sys.exit(1)'
+    scope: str  # 'module' (the import fails) or the qualname of the function that fails
+    when: Predicate
+
+    def as_dict(self) -> dict[str, str]:
+        return {
+            "at": f"{self.path}:{self.line}",
+            "condition": self.condition,
+            "raises": self.raises,
+            "scope": self.scope,
+        }
+
+
+def new_refusals(refusals: list[Refusal], old: Version, new: Version) -> list[Refusal]:
+    """The refusals that let the old upstream through and refuse the new one; module-level
+    ones first (the module no longer imports), then by place."""
+    found = [r for r in refusals if holds(r.when, old) is False and holds(r.when, new) is True]
+    return sorted(found, key=lambda r: (r.scope != "module", r.path, r.line))
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= _MAX_TEXT else text[: _MAX_TEXT - 3] + "..."
+
+
+class _Reader:
+    """Turns test expressions into predicates, knowing the module's version constants."""
+
+    def __init__(self, roots: tuple[str, ...]) -> None:
+        self.roots = roots
+        self.flags: dict[str, Predicate] = {}
+        self.derived: set[str] = set()  # module names bound from <root>.__version__
+
+    def is_current(self, node: ast.AST) -> bool:
+        """``torch.__version__`` (sliced, parsed) or a name derived from it."""
+        if isinstance(node, ast.Call):
+            return (
+                bool(node.args)
+                and vg._callee(node) in vg._PARSERS
+                and self.is_current(node.args[0])
+            )
+        if isinstance(node, ast.Subscript):
+            return self.is_current(node.value)
+        if isinstance(node, ast.Attribute) and node.attr == "__version__":
+            root = node.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            return isinstance(root, ast.Name) and root.id in self.roots
+        if isinstance(node, ast.Name):
+            low = node.id.lower()
+            return node.id in self.derived or (
+                vg._is_current_version(node) and any(r.lower() in low for r in self.roots)
+            )
+        return False
+
+    def mentions_current(self, node: ast.AST) -> bool:
+        return any(self.is_current(n) for n in ast.walk(node))
+
+    def predicate(self, node: ast.AST) -> Predicate:
+        if isinstance(node, ast.Constant) and isinstance(node.value, bool):
+            return Const(node.value)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return Not(self.predicate(node.operand))
+        if isinstance(node, ast.BoolOp):
+            parts = tuple(self.predicate(v) for v in node.values)
+            return All(parts) if isinstance(node.op, ast.And) else AnyOf(parts)
+        if isinstance(node, ast.Name):
+            return self.flags.get(node.id, Unknown())
+        if isinstance(node, ast.Call):
+            return self._call(node)
+        if isinstance(node, ast.Compare) and len(node.ops) == 1:
+            return self._compare(node.left, node.ops[0], node.comparators[0])
+        return Unknown()
+
+    def _call(self, call: ast.Call) -> Predicate:
+        f = call.func
+        if isinstance(f, ast.Attribute) and f.attr == "startswith" and self.is_current(f.value):
+            if len(call.args) == 1:
+                arg = call.args[0]
+                elts = arg.elts if isinstance(arg, (ast.Tuple, ast.List)) else [arg]
+                if all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in elts):
+                    return Prefix(tuple(e.value for e in elts))  # type: ignore[union-attr]
+            return Unknown()
+        rng = vg._Conditions()._helper_call(call)
+        return InRange(*rng) if rng is not None else Unknown()
+
+    def _compare(self, left: ast.AST, op: ast.cmpop, right: ast.AST) -> Predicate:
+        if isinstance(op, (ast.In, ast.NotIn)):
+            p = self._membership(left, right)
+            return Not(p) if isinstance(op, ast.NotIn) and not isinstance(p, Unknown) else p
+        if isinstance(op, ast.NotEq):
+            eq = self._compare(left, ast.Eq(), right)
+            return eq if isinstance(eq, Unknown) else Not(eq)
+        if self.is_current(left) and (v := vg._literal_version(right)) is not None:
+            rng = vg._range_of_compare(op, v)
+        elif self.is_current(right) and (v := vg._literal_version(left)) is not None:
+            rng = vg._range_of_compare(vg._flip(op), v)
+        else:
+            return Unknown()
+        return InRange(*rng) if rng is not None else Unknown()
+
+    def _membership(self, left: ast.AST, right: ast.AST) -> Predicate:
+        if (
+            isinstance(left, ast.Constant)
+            and isinstance(left.value, str)
+            and self.is_current(right)
+            and not isinstance(right, ast.Call)
+        ):
+            return Contains(left.value)
+        if self.is_current(left) and isinstance(right, (ast.Tuple, ast.List, ast.Set)):
+            values = [vg._literal_version(e) for e in right.elts]
+            if values and all(v is not None for v in values):
+                return OneOf(tuple(values))  # type: ignore[arg-type]
+        return Unknown()
+
+
+def _refusing(stmt: ast.stmt) -> str | None:
+    """What a statement raises when it refuses: a raise, ``assert False``, an exit call."""
+    if isinstance(stmt, ast.Raise):
+        return _short(ast.unparse(stmt.exc)) if stmt.exc is not None else "raise"
+    if isinstance(stmt, ast.Assert) and isinstance(stmt.test, ast.Constant) and not stmt.test.value:
+        return "AssertionError" + (f"({_short(ast.unparse(stmt.msg))})" if stmt.msg else "")
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        name = ast.unparse(stmt.value.func)
+        if name in {"sys.exit", "exit", "quit", "os._exit", "os.abort"}:
+            return _short(ast.unparse(stmt.value))
+    return None
+
+
+def _block_refuses(block: list[ast.stmt]) -> ast.stmt | None:
+    """The first top-level statement of the block that refuses, unless an exit comes first."""
+    for stmt in block:
+        if _refusing(stmt) is not None:
+            return stmt
+        if isinstance(stmt, (ast.Return, ast.Continue, ast.Break)):
+            return None
+    return None
+
+
+def _catches(handlers: list[ast.ExceptHandler]) -> bool:
+    """A handler that would swallow the refusal (bare, Exception, BaseException, the common
+    error types a version refusal raises)."""
+    broad = {"Exception", "BaseException", "ValueError", "RuntimeError", "AssertionError"}
+    for h in handlers:
+        t = h.type
+        names = t.elts if isinstance(t, ast.Tuple) else [t]
+        for n in names:
+            if n is None or getattr(n, "id", getattr(n, "attr", None)) in broad:
+                return True
+    return False
+
+
+class _Walk:
+    def __init__(self, reader: _Reader, path: str, collect: bool) -> None:
+        self.reader, self.path, self.collect = reader, path, collect
+        self.found: list[Refusal] = []
+
+    def block(self, stmts: list, when: tuple, texts: tuple, scope: str, prefix: str) -> None:
+        for stmt in stmts:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if self.collect:
+                    qual = f"{prefix}{stmt.name}"
+                    self.block(stmt.body, (), (), qual, f"{qual}.<locals>.")
+            elif isinstance(stmt, ast.ClassDef):
+                self.block(stmt.body, when, texts, scope, f"{prefix}{stmt.name}.")
+            elif isinstance(stmt, ast.If):
+                self._if(stmt, when, texts, scope, prefix)
+                if _ends(stmt.body) and not stmt.orelse:  # `if refuse: raise` / early return
+                    p = self.reader.predicate(stmt.test)
+                    when, texts = (*when, Not(p)), (*texts, f"not ({ast.unparse(stmt.test)})")
+            elif isinstance(stmt, ast.Assert) and self.collect:
+                p = self.reader.predicate(stmt.test)
+                if _about_version(p) and scope is not None:
+                    msg = f"({_short(ast.unparse(stmt.msg))})" if stmt.msg else ""
+                    self._add(
+                        stmt,
+                        (*when, Not(p)),
+                        (*texts, f"not ({ast.unparse(stmt.test)})"),
+                        f"AssertionError{msg}",
+                        scope,
+                    )
+            elif isinstance(stmt, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+                inner = None if _catches(stmt.handlers) else scope
+                self.block(stmt.body, when, texts, inner, prefix)  # type: ignore[arg-type]
+                for h in stmt.handlers:
+                    self.block(h.body, when, texts, scope, prefix)
+                self.block(stmt.orelse, when, texts, scope, prefix)
+                self.block(stmt.finalbody, when, texts, scope, prefix)
+            elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+                self.block(stmt.body, when, texts, scope, prefix)
+            elif self.collect or scope != "module":
+                continue  # constants and flags are read once, before any refusal
+            elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+                self._flag(stmt, when)
+            elif isinstance(stmt, ast.ImportFrom) and "version" in (stmt.module or "").lower():
+                # from .._compat.version import CURRENT_VERSION
+                self.reader.derived.update(
+                    a.asname or a.name
+                    for a in stmt.names
+                    if vg._is_current_version(ast.Name(a.asname or a.name))
+                )
+
+    def _if(self, stmt: ast.If, when: tuple, texts: tuple, scope: str, prefix: str) -> None:
+        p = self.reader.predicate(stmt.test)
+        text = ast.unparse(stmt.test)
+        body = ((*when, p), (*texts, text))
+        other = ((*when, Not(p)), (*texts, f"not ({text})"))
+        for branch, (w, t) in ((stmt.body, body), (stmt.orelse, other)):
+            hit = _block_refuses(branch) if self.collect and scope is not None else None
+            if hit is not None:
+                self._add(hit, w, t, _refusing(hit) or "", scope)
+            self.block(branch, w, t, scope, prefix)
+
+    def _add(self, stmt: ast.stmt, when: tuple, texts: tuple, raises: str, scope: str) -> None:
+        pred = All(when)
+        if not _about_version(pred):
+            return
+        shown = [t for t, w in zip(texts, when, strict=True) if _about_version(w)]
+        self.found.append(
+            Refusal(self.path, stmt.lineno, _short(" and ".join(shown)), raises, scope, pred)
+        )
+
+    def _flag(self, stmt: ast.Assign | ast.AnnAssign, when: tuple) -> None:
+        """``IS_210 = torch.__version__.startswith("2.1")`` or ``IS_210 = True`` in a version
+        branch; ``TORCH_VERSION = Version(torch.__version__)`` marks a derived name."""
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        names = [t.id for t in targets if isinstance(t, ast.Name)]
+        if stmt.value is None or not names:
+            return
+        reader = self.reader
+        value = reader.predicate(stmt.value)
+        for name in names:
+            if isinstance(value, Const) and when:
+                prior = reader.flags.get(name, Const(False))
+                branch = All(when)
+                if value.value:
+                    reader.flags[name] = AnyOf((prior, branch))
+                else:
+                    reader.flags[name] = All((prior, Not(branch)))
+            elif _about_version(value) or isinstance(value, Const):
+                reader.flags[name] = value if not when else All((*when, value))
+            elif not when and reader.mentions_current(stmt.value):
+                reader.derived.add(name)  # TORCH_VERSION = Version(torch.__version__)
+            else:
+                reader.flags.pop(name, None)
+
+
+def _ends(block: list[ast.stmt]) -> bool:
+    return bool(block) and isinstance(block[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
+
+
+def refusals_in(
+    tree: ast.Module, path: str, source: str, upstream_roots: tuple[str, ...] = ("torch",)
+) -> list[Refusal]:
+    """Every version check of a module whose refusing branch raises, asserts or exits,
+    undecided (:func:`new_refusals` decides them against two versions)."""
+    if "version" not in source.lower() or not any(
+        w in source for w in ("raise", "assert", "exit", "abort")
+    ):
+        return []
+    reader = _Reader(tuple(upstream_roots) or ("torch",))
+    _Walk(reader, path, collect=False).block(tree.body, (), (), "module", "")  # constants
+    walk = _Walk(reader, path, collect=True)
+    walk.block(tree.body, (), (), "module", "")
+    return walk.found
