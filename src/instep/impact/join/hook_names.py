@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
@@ -46,6 +46,8 @@ UpClass = tuple[str, str]  # (module, class qualname) in the new upstream
 _SELF = frozenset({"self", "cls", "type(self)", "self.__class__"})
 _ARGS = re.compile(r"\((?:[^()]|\([^()]*\))*\)")
 _MAX_SITES = 200
+# the fields of a node that hold statements (a def is found only there)
+_BODIES = frozenset({"body", "handlers", "orelse", "finalbody", "cases"})
 # a string read as text: (receiver, name); only files with a new one are parsed
 _TEXT_READ = re.compile(r"""\b(?:get|has)attr\(\s*([\w.()]+?)\s*,\s*["'](\w+)["']""")
 
@@ -414,10 +416,17 @@ class HookNames:
         fn = None
         if tree is not None:
             if path not in self._defs:  # every def of the file by name, collected once
+                # breadth first through statement bodies only (a def is a statement), so
+                # in the order of ast.walk without visiting every expression node
                 defs: dict[str, list] = defaultdict(list)
-                for node in ast.walk(tree):
+                todo = deque([tree])
+                while todo:
+                    node = todo.popleft()
                     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                         defs[node.name].append(node)
+                    for field in node._fields:
+                        if field in _BODIES:
+                            todo.extend(getattr(node, field))
                 self._defs[path] = defs
             fn = next(
                 (
@@ -738,9 +747,13 @@ class HookNames:
             if tree is None:
                 out = None
                 break
+            # calls only: the getattr reads are dropped below anyway, and a def whose text
+            # lacks the name holds none of its calls (so it is skipped)
             found = [
                 r
-                for n, r in _reads_in_tree(path, tree, frozenset({name}), self.calls.lines(path))
+                for n, r in _reads_in_tree(
+                    path, tree, frozenset({name}), self.calls.lines(path), True
+                )
                 if n == name and r.how == "call"
             ]
             if uses != len(found):
