@@ -671,7 +671,10 @@ class HookNames:
             if tree is None:
                 continue
             lines = self.calls.lines(path, keep=False)
-            for name, r in _reads_in_tree(path, tree, here, lines, True):
+            reads = _reads_in_tree(path, tree, here, lines, True)
+            if any(r.caller and "." in r.caller for _, r in reads):
+                self.calls.keep(path, tree, lines)  # _callers_of reads it for the method's callers
+            for name, r in reads:
                 if r.how == "call" and name in here:
                     text_ = f"{r.receiver}.{name}(…)"
                     self._reads_of[name].append(
