@@ -41,11 +41,46 @@ _NAME_ATTRS = frozenset({"__name__", "__qualname__", "__module__"})
 _TYPE_TESTS = frozenset({"isinstance", "issubclass"})
 
 
-def _parents(tree: ast.AST) -> dict[ast.AST, ast.AST]:
-    return {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+class _Parents:
+    """The parent of each node of a module, mapped one top-level statement at a time:
+    only the statements where the class is named need it (:meth:`cover`); a node outside
+    them (a module-wide scope walk) maps the rest of the module."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.tree = tree
+        self.map: dict[ast.AST, ast.AST] = {}
+        self.covered: set[int] = set()
+
+    def cover(self, top: ast.AST) -> None:
+        """Map every node under the top-level statement ``top`` (to the module for it)."""
+        if id(top) in self.covered:
+            return
+        self.covered.add(id(top))
+        self.map[top] = self.tree
+        self.map.update(
+            (child, node) for node in ast.walk(top) for child in ast.iter_child_nodes(node)
+        )
+
+    def _all(self) -> None:
+        for top in self.tree.body:
+            self.cover(top)
+
+    def get(self, node: ast.AST) -> ast.AST | None:
+        if node not in self.map and len(self.covered) < len(self.tree.body):
+            self._all()
+        return self.map.get(node)
+
+    def __contains__(self, node: ast.AST) -> bool:
+        return self.get(node) is not None
+
+    def __getitem__(self, node: ast.AST) -> ast.AST:
+        got = self.get(node)
+        if got is None:
+            raise KeyError(node)
+        return got
 
 
-def _enclosing(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> ast.AST | None:
+def _enclosing(node: ast.AST, parents: _Parents) -> ast.AST | None:
     while node in parents:
         node = parents[node]
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
@@ -53,7 +88,7 @@ def _enclosing(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> ast.AST | None
     return None
 
 
-def _only_receiver(name: str, scope: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+def _only_receiver(name: str, scope: ast.AST, parents: _Parents) -> bool:
     """Every load of the local ``name`` in ``scope`` is the object of an attribute."""
     for n in ast.walk(scope):
         if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load):
@@ -61,6 +96,13 @@ def _only_receiver(name: str, scope: ast.AST, parents: dict[ast.AST, ast.AST]) -
             if not (isinstance(p, ast.Attribute) and p.value is n):
                 return False
     return True
+
+
+def _walk_by_statement(tree: ast.Module):
+    """(top-level statement, node) for every node under each top-level statement."""
+    for top in tree.body:
+        for node in ast.walk(top):
+            yield top, node
 
 
 class ClassEscapes:
@@ -76,7 +118,7 @@ class ClassEscapes:
         self.read = read
         self.upstream_texts = upstream_texts
         self._texts: dict[str, bytes] | None = None
-        self._trees: dict[str, tuple[ast.Module, dict[ast.AST, ast.AST]] | None] = {}
+        self._trees: dict[str, tuple[ast.Module, _Parents] | None] = {}
         self._memo: dict[str, str | None] = {}
         self._named: dict[str, bool] = {}
 
@@ -85,11 +127,12 @@ class ClassEscapes:
             self._texts = read_texts(self.paths, self.read)
         return self._texts
 
-    def _tree(self, path: str) -> tuple[ast.Module, dict[ast.AST, ast.AST]] | None:
+    def _tree(self, path: str) -> tuple[ast.Module, _Parents] | None:
+        """The file's tree and its parent map, filled only where asked (:class:`_Parents`)."""
         if path not in self._trees:
             try:
                 tree = ast.parse(self._all()[path].decode("utf-8", "replace"), path)
-                self._trees[path] = (tree, _parents(tree))
+                self._trees[path] = (tree, _Parents(tree))
             except (SyntaxError, ValueError):
                 self._trees[path] = None
         return self._trees[path]
@@ -135,7 +178,7 @@ class ClassEscapes:
                     seen = True
         return seen
 
-    def _why_not(self, node: ast.AST, names: set[str], parents: dict[ast.AST, ast.AST]) -> str:
+    def _why_not(self, node: ast.AST, names: set[str], parents: _Parents) -> str:
         """'' when this mention of the class keeps it downstream, else what it does."""
         p = parents.get(node)
         if isinstance(p, ast.ClassDef) and node in p.bases:
@@ -166,7 +209,7 @@ class ClassEscapes:
                 return f"`{fn.name}` returns the class"
         return "passed on"
 
-    def _why_result(self, call: ast.Call, parents: dict[ast.AST, ast.AST]) -> str:
+    def _why_result(self, call: ast.Call, parents: _Parents) -> str:
         p = parents.get(call)
         if isinstance(p, ast.Expr) or (isinstance(p, ast.Attribute) and p.value is call):
             return ""
@@ -176,7 +219,7 @@ class ClassEscapes:
                 return ""
         return "an instance is passed on"
 
-    def _self_passed(self, cls: ast.ClassDef, parents: dict[ast.AST, ast.AST]) -> bool:
+    def _self_passed(self, cls: ast.ClassDef, parents: _Parents) -> bool:
         for fn in cls.body:
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or not fn.args.args:
                 continue
@@ -201,7 +244,7 @@ class ClassEscapes:
             if got is None:
                 return None
             tree, parents = got
-            for node in ast.walk(tree):
+            for top, node in _walk_by_statement(tree):
                 if isinstance(node, ast.Constant) and isinstance(node.value, str):
                     if node.value in names:
                         mentions += 1  # looked up by its bare name: in a downstream module
@@ -209,6 +252,7 @@ class ClassEscapes:
                         return None  # a dotted path: anything may import it
                     continue
                 if isinstance(node, ast.ClassDef) and node.name in names:
+                    parents.cover(top)
                     if self._self_passed(node, parents):
                         return None
                     continue
@@ -219,6 +263,7 @@ class ClassEscapes:
                     if hit:
                         return None  # rebound or stored under the class's name
                     continue
+                parents.cover(top)
                 if self._why_not(node, names, parents):
                     return None
                 mentions += 1

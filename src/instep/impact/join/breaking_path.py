@@ -258,6 +258,12 @@ class UpstreamCalls:
             return self._tree(path)
         return _parse(self._all_texts().get(path), path)
 
+    def keep(self, path: str, tree: ast.Module, lines: list[str]) -> None:
+        """Keep a tree (and lines) got with ``keep=False`` after all: its caller found that
+        a later pass will read that file again (each file is then parsed once)."""
+        self._trees.setdefault(path, tree)
+        self._lines.setdefault(path, lines)
+
     def lines(self, path: str, keep: bool = True) -> list[str]:
         """The file's text as lines (empty when it cannot be read); ``keep`` as in
         :meth:`tree`."""

@@ -30,7 +30,7 @@ from __future__ import annotations
 import ast
 import re
 import textwrap
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
@@ -50,6 +50,8 @@ UpClass = tuple[str, str]  # (module, class qualname) in the new upstream
 _SELF = frozenset({"self", "cls", "type(self)", "self.__class__"})
 _ARGS = re.compile(r"\((?:[^()]|\([^()]*\))*\)")
 _MAX_SITES = 200
+# the fields of a node that hold statements (a def is found only there)
+_BODIES = frozenset({"body", "handlers", "orelse", "finalbody", "cases"})
 # a string read as text: (receiver, name); only files with a new one are parsed
 _TEXT_READ = re.compile(r"""\b(?:get|has)attr\(\s*([\w.()]+?)\s*,\s*["'](\w+)["']""")
 
@@ -427,10 +429,17 @@ class HookNames:
         fn = None
         if tree is not None:
             if path not in self._defs:  # every def of the file by name, collected once
+                # breadth first through statement bodies only (a def is a statement), so
+                # in the order of ast.walk without visiting every expression node
                 defs: dict[str, list] = defaultdict(list)
-                for node in ast.walk(tree):
+                todo = deque([tree])
+                while todo:
+                    node = todo.popleft()
                     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                         defs[node.name].append(node)
+                    for field in node._fields:
+                        if field in _BODIES:
+                            todo.extend(getattr(node, field))
                 self._defs[path] = defs
             fn = next(
                 (
@@ -764,7 +773,10 @@ class HookNames:
             if tree is None:
                 continue
             lines = self.calls.lines(path, keep=False)
-            for name, r in _reads_in_tree(path, tree, here, lines, True):
+            reads = _reads_in_tree(path, tree, here, lines, True)
+            if any(r.caller and "." in r.caller for _, r in reads):
+                self.calls.keep(path, tree, lines)  # _callers_of reads it for the method's callers
+            for name, r in reads:
                 if r.how == "call" and name in here:
                     text_ = f"{r.receiver}.{name}(…)"
                     self._reads_of[name].append(
@@ -863,9 +875,13 @@ class HookNames:
             if tree is None:
                 out = None
                 break
+            # calls only: the getattr reads are dropped below anyway, and a def whose text
+            # lacks the name holds none of its calls (so it is skipped)
             found = [
                 r
-                for n, r in _reads_in_tree(path, tree, frozenset({name}), self.calls.lines(path))
+                for n, r in _reads_in_tree(
+                    path, tree, frozenset({name}), self.calls.lines(path), True
+                )
                 if n == name and r.how == "call"
             ]
             if uses != len(found):

@@ -1,0 +1,153 @@
+"""The join's CPU time, one revision against this checkout, and their reports compared.
+
+    python benchmarks/impact_join_ab.py --base d0062f8               # torch 2.13.0 -> 2.14.1
+    python benchmarks/impact_join_ab.py --base d0062f8 --runs 3 --wheels ~/.cache/instep/wheels
+
+Each run is a cold ``instep impact ... --format json`` (a fresh, empty
+``INSTEP_CACHE_DIR`` whose ``wheels/`` links to ``--wheels``, so nothing is downloaded)
+in a child pinned to ``--cpus`` CPUs, base and head alternated. The child measures its own
+CPU time (``time.process_time()``) around ``_Analysis.join``, so other jobs on a shared
+machine move it far less than wall time; the fork-detection child's CPU is not in it.
+The script then checks that every report equals the first base report, ``generated_at``
+and ``stats.timings_s`` apart, and prints where they differ: a change meant to be faster
+only must leave the report identical. Pip specs must already be in ``--wheels`` (run the
+analysis once); ``--base`` is a revision (``git archive``) or a folder holding ``src/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _child(out: str, spec: list[str]) -> None:
+    """Run the analysis in this process, timing the join; print the figures as JSON."""
+    import resource
+
+    import instep.impact.analysis as analysis
+    from instep.cli import run
+
+    join = analysis._Analysis.join
+    got: dict[str, float] = {}
+
+    def timed(self, units, down):
+        start = time.process_time()
+        try:
+            return join(self, units, down)
+        finally:
+            got["join_cpu"] = time.process_time() - start
+
+    analysis._Analysis.join = timed  # type: ignore[method-assign]
+    start = time.process_time()
+    rc = run(["impact", *spec, "--format", "json", "--out", out])
+    got["total_cpu"] = time.process_time() - start
+    got["rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"rc": rc, **got}))
+
+
+def _one(src: Path, args: argparse.Namespace, out: Path) -> dict:
+    cache = Path(tempfile.mkdtemp(prefix="instep-join-"))
+    (cache / "wheels").symlink_to(Path(args.wheels).expanduser(), target_is_directory=True)
+    env = dict(os.environ, PYTHONPATH=str(src), INSTEP_CACHE_DIR=str(cache))
+    pin = ["taskset", "-c", f"0-{args.cpus - 1}"] if shutil.which("taskset") else []
+    spec = ["--upstream-old", args.upstream_old, "--upstream-new", args.upstream_new]
+    spec += ["--downstream", args.downstream]
+    cmd = [*pin, sys.executable, __file__, "--child", str(out), "--", *spec]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    shutil.rmtree(cache, ignore_errors=True)
+    if proc.returncode:
+        sys.exit(f"instep impact failed ({src}): {proc.stderr.strip().splitlines()[-1:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _comparable(path: Path) -> dict:
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc.pop("generated_at", None)
+    doc.get("stats", {}).pop("timings_s", None)
+    return doc
+
+
+def _differences(a, b, where: str = "$") -> list[str]:
+    if type(a) is not type(b):
+        return [f"{where}: {type(a).__name__} != {type(b).__name__}"]
+    if isinstance(a, dict):
+        out = [f"{where}.{k}: only on one side" for k in a.keys() ^ b.keys()]
+        for k in a.keys() & b.keys():
+            out += _differences(a[k], b[k], f"{where}.{k}")
+        return out
+    if isinstance(a, list):
+        out = [f"{where}: {len(a)} != {len(b)} items"] if len(a) != len(b) else []
+        for i, (x, y) in enumerate(zip(a, b, strict=False)):
+            out += _differences(x, y, f"{where}[{i}]")
+        return out
+    return [] if a == b else [f"{where}: {a!r:.80} != {b!r:.80}"]
+
+
+def main() -> None:
+    if len(sys.argv) > 2 and sys.argv[1] == "--child":
+        _child(sys.argv[2], sys.argv[4:])
+        return
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--base", required=True, help="revision, or a folder holding its src/")
+    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--cpus", type=int, default=2)
+    ap.add_argument("--wheels", default="~/.cache/instep/wheels")
+    ap.add_argument("--upstream-old", default="torch==2.13.0")
+    ap.add_argument("--upstream-new", default="torch==2.14.1")
+    ap.add_argument("--downstream", default="torch-npu==2.13.0")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="instep-join-ab-"))
+    given = Path(args.base) / "src"
+    if given.is_dir():
+        base = given
+    else:
+        tar = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", args.base, "src"], check=True, capture_output=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(work)], input=tar, check=True)
+        base = work / "src"
+    sides = {"base": base, "head": ROOT / "src"}
+    got: dict[str, list[dict]] = {"base": [], "head": []}
+    reports: list[tuple[str, Path]] = []
+    for i in range(args.runs):
+        for side, src in sides.items() if i % 2 == 0 else reversed(sides.items()):
+            out = work / f"{side}-{i}.json"
+            r = _one(src, args, out)
+            got[side].append(r)
+            reports.append((f"{side} run {i + 1}", out))
+            load = os.getloadavg()[0]
+            print(
+                f"{side} run {i + 1}: join {r['join_cpu']:.2f} s CPU, whole analysis "
+                f"{r['total_cpu']:.1f} s CPU (this process), peak RSS {r['rss_mib']:.0f} MiB, "
+                f"load {load:.1f}",
+                flush=True,
+            )
+    first = _comparable(next(p for n, p in reports if n.startswith("base")))
+    same = True
+    for name, path in reports:
+        diff = _differences(first, _comparable(path))
+        if diff:
+            same = False
+            print(f"{name}: the report differs from base run 1 at {len(diff)} place(s):")
+            print("\n".join(f"  {d}" for d in diff[:20]))
+    med = {s: statistics.median(r["join_cpu"] for r in rs) for s, rs in got.items()}
+    print(
+        f"join CPU, median: base {med['base']:.2f} s, head {med['head']:.2f} s, "
+        f"head/base {med['head'] / med['base']:.2f}; reports " + ("identical" if same else "DIFFER")
+    )
+    shutil.rmtree(work, ignore_errors=True)
+    sys.exit(0 if same else 1)
+
+
+if __name__ == "__main__":
+    main()
