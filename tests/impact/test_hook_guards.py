@@ -59,6 +59,8 @@ KERNEL_NEW = textwrap.dedent(
                 self._check_alignment(name),
                 self._needs_sm90(name),
                 self._raises_off_cuda(name),
+                self._pdl(name),
+                self._cuda_first(name),
             )
 
         def _check_alignment(self, name):
@@ -71,6 +73,23 @@ KERNEL_NEW = textwrap.dedent(
 
         def _needs_sm90(self, name):
             return torch.cuda.get_device_capability()[0] >= 9
+
+        @staticmethod
+        def _pdl(name):
+            if not config.enable_pdl:
+                return False
+            if torch.version.hip:
+                return False
+            return (
+                V.graph.get_current_device_or_throw().type == "cuda"
+                and torch.cuda.get_device_capability()[0] >= 9
+            )
+
+        def _cuda_first(self, name):
+            return (
+                torch.cuda.get_device_capability()[0] >= 9
+                and V.graph.get_current_device_or_throw().type == "cuda"
+            )
 
         def _raises_off_cuda(self, name):
             if V.graph.get_current_device_or_throw().type not in ("cuda", "xpu"):
@@ -153,6 +172,18 @@ def test_a_default_that_returns_early_off_cuda_is_usable_and_quotes_the_guard(ho
     assert (c["action"], c["rule"]) == ("Test", "hook.default_usable")
     assert "returns `False` on a device other than the in-tree ones" in c["evidence"]
     assert "get_current_device_or_throw().type != 'cuda'" in c["evidence"]
+
+
+def test_a_default_returning_a_test_led_by_a_device_check_is_usable(hooks):
+    # `return dev.type == "cuda" and torch.cuda...`: off CUDA the `and` stops at its
+    # first operand and returns False (torch 2.11's TritonKernel._enable_pdl_codegen)
+    c = hooks[("_pdl", "NPUKernel")]
+    assert (c["action"], c["rule"]) == ("Test", "hook.default_usable")
+    assert "returns `False` on a device other than the in-tree ones" in c["evidence"]
+    # the CUDA call comes first: it runs on the backend too
+    c = hooks[("_cuda_first", "NPUKernel")]
+    assert (c["action"], c["rule"]) == ("Shim", "hook.missing_breaks")
+    assert "is CUDA-specific" in c["evidence"]
 
 
 def test_a_default_doing_cuda_work_unguarded_or_raising_off_cuda_still_breaks(hooks):

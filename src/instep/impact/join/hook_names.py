@@ -318,10 +318,33 @@ def _backend_path(stmts: list[ast.stmt]) -> tuple[list[ast.stmt], ast.If | None]
             if taken and isinstance(taken[-1], (ast.Return, ast.Raise)):
                 return out, guard or stmt
             continue
+        decided = _returned_on_backend(stmt)
+        if decided is not None:  # `return dev.type == "cuda" and …`: False off CUDA
+            out.append(ast.copy_location(ast.Return(ast.Constant(decided)), stmt))
+            return out, ast.copy_location(ast.If(stmt.value, [], []), stmt)  # type: ignore[union-attr]
         out.append(stmt)
         if isinstance(stmt, (ast.Return, ast.Raise)):
             return out, None
     return out, None
+
+
+def _returned_on_backend(stmt: ast.stmt) -> bool | None:
+    """What ``return <test>`` gives on an out-of-tree backend when a device test decides it
+    before anything else runs: the operands of ``and``/``or`` in order, each decided by
+    :func:`on_backend` (an undecided one runs first, so nothing is decided)."""
+    if not isinstance(stmt, ast.Return) or stmt.value is None:
+        return None
+    value = stmt.value
+    if not isinstance(value, ast.BoolOp):
+        return on_backend(value)
+    stop = isinstance(value.op, ast.Or)  # an `or` stops at True, an `and` at False
+    for operand in value.values:
+        got = on_backend(operand)
+        if got is None:
+            return None
+        if got is stop:
+            return stop
+    return not stop
 
 
 def _cut(text: str, n: int) -> str:
