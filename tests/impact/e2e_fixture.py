@@ -13,7 +13,16 @@ from pathlib import Path
 
 from .gitrepo import RepoBuilder
 
-LOWERING_V1 = '''\
+REGISTER_LOWERING = """\
+def register_lowering(op, type_promotion_kind=None):
+    def wrap(fn):
+        lowerings[op] = fn
+        return fn
+    return wrap
+"""
+
+LOWERING_V1 = (
+    '''\
 """Lowerings."""
 import torch
 from torch._inductor import config
@@ -21,12 +30,9 @@ aten = torch.ops.aten
 lowerings = {}
 
 
-def register_lowering(op, type_promotion_kind=None):
-    def wrap(fn):
-        lowerings[op] = fn
-        return fn
-    return wrap
-
+'''
+    + REGISTER_LOWERING
+    + """
 
 def _validate(x):
     return x
@@ -51,7 +57,8 @@ def old_helper(x):
 
 
 make_fallback(aten.uniform)
-'''
+"""
+)
 
 SCHEDULER_V1 = """\
 class Scheduler:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from .e2e_fixture import REGISTER_LOWERING
 from .gitrepo import impact_of_commit
 
 SCHED_V1 = """\
@@ -95,18 +96,10 @@ SCHED_V2 = (
     .replace("return backend.render_group(nodes)", "return backend.render_group(nodes, hint=1)")
 )
 
-LOWERING_V1 = """\
-import torch
-aten = torch.ops.aten
-lowerings = {}
-
-
-def register_lowering(op, type_promotion_kind=None):
-    def wrap(fn):
-        lowerings[op] = fn
-        return fn
-    return wrap
-
+LOWERING_V1 = (
+    "import torch\naten = torch.ops.aten\nlowerings = {}\n\n\n"
+    + REGISTER_LOWERING
+    + """
 
 def make_reduction(kind, dtype=None):
     def inner(x):
@@ -130,6 +123,7 @@ def use_helper(x):
 def expand(x, sizes):
     return x
 """
+)
 
 LOWERING_V2 = (
     LOWERING_V1.replace(

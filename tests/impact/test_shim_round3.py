@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import pytest
 
+from .e2e_fixture import REGISTER_LOWERING
 from .gitrepo import impact_of_commit
 
 KERNEL_V1 = """\
@@ -84,18 +85,10 @@ GRID_V2 = (
     .replace("holder.grid.generate(meta)", "holder.grid.generate(meta, True)")
 )
 
-LOWERING_V1 = """\
-import torch
-aten = torch.ops.aten
-lowerings = {}
-
-
-def register_lowering(op, type_promotion_kind=None):
-    def wrap(fn):
-        lowerings[op] = fn
-        return fn
-    return wrap
-
+LOWERING_V1 = (
+    "import torch\naten = torch.ops.aten\nlowerings = {}\n\n\n"
+    + REGISTER_LOWERING
+    + """
 
 @register_lowering(aten.expand)
 def expand(x, sizes):
@@ -106,6 +99,7 @@ def expand(x, sizes):
 def as_strided(x, size, stride, storage_offset=None):
     return x
 """
+)
 
 LOWERING_V2 = LOWERING_V1.replace(
     "def expand(x, sizes):", "def expand(x, sizes, *, implicit=False):"
