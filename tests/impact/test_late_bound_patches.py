@@ -61,6 +61,11 @@ def rows(tmp_path_factory):
         "[fx] snapshot_fake: include_real (#1)",
         DOWNSTREAM,
     )
+    return patches_of_snapshot_fake(doc)
+
+
+def patches_of_snapshot_fake(doc: dict) -> dict[str, dict]:
+    """The monkey-patch couplings of ``snapshot_fake``, by downstream file name."""
     got = {}
     for unit in doc["units"]:
         for c in unit["couplings"]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 from tests.impact.gitrepo import impact_of_commit
-from tests.impact.test_late_bound_patches import PROXY
+from tests.impact.test_late_bound_patches import PROXY, patches_of_snapshot_fake
 from tests.impact.test_late_bound_patches import V1 as PROXY_V1
 from tests.impact.test_late_bound_patches import V2 as PROXY_V2
 
@@ -75,12 +75,7 @@ def rows(tmp_path_factory):
         "[fx] snapshot_fake: include_real (#1)",
         DOWNSTREAM,
     )
-    got = {}
-    for unit in doc["units"]:
-        for c in unit["couplings"]:
-            if c["upstream"] == f"{PROXY}::snapshot_fake" and c["kind"] == "monkeypatch":
-                got[c["downstream"].split("/")[-1].split(":")[0]] = c
-    return got
+    return patches_of_snapshot_fake(doc)
 
 
 def test_patch_of_the_origin_breaks_through_its_own_call(rows):
