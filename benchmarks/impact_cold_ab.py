@@ -30,13 +30,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _archive(rev: str, into: Path) -> Path:
-    """The ``src/`` of ``rev``, unpacked into ``into``."""
+def base_src(base: str, work: Path) -> Path:
+    """The ``src/`` to compare against: ``base`` when it is a folder holding one, else the
+    ``src/`` of revision ``base`` of this repository, unpacked under ``work``."""
+    given = Path(base) / "src"
+    if given.is_dir():
+        return given
+    (work / "base").mkdir(parents=True, exist_ok=True)
     tar = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", rev, "src"], check=True, capture_output=True
+        ["git", "-C", str(ROOT), "archive", base, "src"], check=True, capture_output=True
     ).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=tar, check=True)
-    return into / "src"
+    subprocess.run(["tar", "-x", "-C", str(work / "base")], input=tar, check=True)
+    return work / "base" / "src"
 
 
 def _path(src: Path) -> str:
@@ -85,10 +90,7 @@ def main() -> None:
     ap.add_argument("--downstream", default="torch-npu==2.13.0")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="instep-ab-"))
-    (work / "base").mkdir()
-    given = Path(args.base) / "src"
-    base = given if given.is_dir() else _archive(args.base, work / "base")
-    sides = {"base": base, "head": ROOT / "src"}
+    sides = {"base": base_src(args.base, work), "head": ROOT / "src"}
     wheels = work / "wheels"  # the downloads, shared by every run and done before timing
     warm = work / "warm"
     warm.mkdir()

@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from impact_cold_ab import base_src  # a sibling script: run from benchmarks/
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -107,16 +109,7 @@ def main() -> None:
     ap.add_argument("--downstream", default="torch-npu==2.13.0")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="instep-join-ab-"))
-    given = Path(args.base) / "src"
-    if given.is_dir():
-        base = given
-    else:
-        tar = subprocess.run(
-            ["git", "-C", str(ROOT), "archive", args.base, "src"], check=True, capture_output=True
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", str(work)], input=tar, check=True)
-        base = work / "src"
-    sides = {"base": base, "head": ROOT / "src"}
+    sides = {"base": base_src(args.base, work), "head": ROOT / "src"}
     got: dict[str, list[dict]] = {"base": [], "head": []}
     reports: list[tuple[str, Path]] = []
     for i in range(args.runs):
