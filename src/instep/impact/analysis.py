@@ -373,9 +373,8 @@ class _Analysis:
 
     def _upstream_name(self) -> str:
         """What the rule texts call the upstream ("a TypeError on the new torch"): torch
-        when it is among the upstream packages, else the first of them."""
-        roots = getattr(self, "roots", None) or ("torch",)
-        return "torch" if "torch" in roots else roots[0]
+        when it is among the upstream packages (``run`` sets them first), else the first."""
+        return "torch" if "torch" in self.roots or not self.roots else self.roots[0]
 
     def _upstream_roots(self) -> tuple[str, ...]:
         """The upstream's top-level packages that downstream imports are read against:
@@ -630,6 +629,7 @@ class _Analysis:
                 if couplings.get(i):
                     u.title = _release_title(u.id, _by_coupling(u.changes, couplings[i]))
         impacts: list[Impact] = []
+        name = self._upstream_name()
         for i, u in enumerate(units):
             impacts.append(
                 judge_unit(
@@ -637,7 +637,7 @@ class _Analysis:
                     couplings.get(i, []),
                     lang=self.req.lang,
                     suggested_tests=self._tests(u, couplings.get(i, [])),
-                    upstream=self._upstream_name(),
+                    upstream=name,
                 )
             )
         debt = self._compat_debt(down)
