@@ -132,7 +132,8 @@ def main() -> None:
 
     coupled = set(flagged)
     base = len(coupled & adapted) / len(coupled) if coupled else 0.0
-    print(f"torch_npu symbols adapted 2.13.0 -> 2.14.0: {len(adapted)}")
+    old_v, new_v = (spec.split("==")[-1] for spec in args.downstream)
+    print(f"downstream symbols adapted {old_v} -> {new_v}: {len(adapted)}")
     print(
         f"torch_npu symbols holding a coupling: {len(coupled)}; adapted: "
         f"{len(coupled & adapted)} ({base:.1%}, the base rate)"
@@ -166,7 +167,7 @@ def main() -> None:
     for action in ("Shim", "Test"):
         files = {s.split("::")[0] for s, a in flagged.items() if a == action}
         print(
-            f"  files holding a {action:4} place: {len(files):4}, changed in 2.14.0: "
+            f"  files holding a {action:4} place: {len(files):4}, changed in {new_v}: "
             f"{len(files & adapted_files)} ({len(files & adapted_files) / max(1, len(files)):.1%})"
         )
     # hotspots: downstream symbols ranked by how many upstream units reach them
@@ -201,7 +202,7 @@ def main() -> None:
         rows = [{"place": p, "adapted": p in adapted} for p in test_places]
         args.places.write_text(json.dumps(rows, indent=1), encoding="utf-8")
     pending = sorted(s for s, a in flagged.items() if a == "Shim" and s not in adapted)
-    print(f"Shim places torch_npu 2.14.0 left unchanged ({len(pending)}):")
+    print(f"Shim places the downstream {new_v} left unchanged ({len(pending)}):")
     for s in pending[:30]:
         shim = next(e for e in evidence[s] if e.startswith("Shim"))
         print(f"  {s}\n      {shim}")
