@@ -203,6 +203,10 @@ class Reference:
     # op_schema / higher_order_op: the name is evaluated when the module is imported
     # (module or class level, a decorator of such a def): a missing overload stops the load
     at_import: bool = False
+    # import_use: the target ``Cls.attr.member`` is reached through an instance's ``attr``
+    # (``gm.graph.call_function`` with ``gm: GraphModule``): the join follows ``attr``'s
+    # declared type upstream to the class whose ``member`` it is (downstream/typed_params)
+    through: str | None = None
 
     @property
     def at(self) -> str:
