@@ -143,7 +143,7 @@ class VersionGate:
     path: str
     line: int
     condition: str  # source text of the condition or marker
-    kind: str  # 'version_compare' | 'hasattr' | 'try_import' | 'compat_comment'
+    kind: str  # 'version_compare' | 'version_flag' | 'hasattr' | 'try_import' | 'compat_comment'
     min_version: tuple[int, ...] | None = None  # gated code runs when torch >= this
     max_version: tuple[int, ...] | None = None  # gated code runs when torch < this
     upstream_pr: int | None = None
@@ -156,6 +156,11 @@ class VersionGate:
     fallback: tuple[str, ...] = ()
     # source_probe / c_probe: what the gate asks upstream (decided against its sources)
     probe: SourceProbe | None = None
+    # version_flag: ``if FLAG:`` where the module set FLAG in a version check
+    # (``is_torch_210 = True`` under ``if torch.__version__.startswith("2.1")``): the
+    # flag's condition, a ``downstream.version_refusals.Predicate``, decided against the
+    # new upstream's version by the join (a prefix is no range: "2.10" starts with "2.1")
+    predicate: Any = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -203,6 +208,10 @@ class Reference:
     # op_schema / higher_order_op: the name is evaluated when the module is imported
     # (module or class level, a decorator of such a def): a missing overload stops the load
     at_import: bool = False
+    # import_use: the target ``Cls.attr.member`` is reached through an instance's ``attr``
+    # (``gm.graph.call_function`` with ``gm: GraphModule``): the join follows ``attr``'s
+    # declared type upstream to the class whose ``member`` it is (downstream/typed_params)
+    through: str | None = None
 
     @property
     def at(self) -> str:

@@ -48,7 +48,7 @@ from instep.impact.downstream.scope import Local, LocalKind
 from instep.impact.downstream.subclasses import local_subclass_refs
 from instep.impact.downstream.tree_index import DownstreamIndex
 from instep.impact.downstream.version_gates import GateLookup, catches_import_error, gate_spans
-from instep.impact.downstream.version_refusals import refusals_in
+from instep.impact.downstream.version_refusals import refusals_in, version_flags
 from instep.impact.model import CouplingKind, Reference, VersionGate
 from instep.impact.no_gc import no_cyclic_gc
 from instep.pyindex.cache import ContentCache, content_hash
@@ -63,7 +63,7 @@ from instep.pyindex.signatures import call_shape
 
 log = logging.getLogger(__name__)
 
-FORMAT = "coupling-index-v10"  # bump when any cached class changes shape
+FORMAT = "coupling-index-v12"  # bump when any cached class changes shape
 MAX_FILE_BYTES = 8 * 1024 * 1024
 
 
@@ -266,7 +266,7 @@ def index_downstream_file(
     except RecursionError:
         out.error = f"{path}: skipped, nesting too deep to analyse"
         return out
-    spans = gate_spans(tree, path, source)
+    spans = gate_spans(tree, path, source, version_flags(tree, source, tuple(upstream_roots)))
     lookup = GateLookup(spans)
     functions = {f.qualname: f for f in v.functions}
     refs = v.refs

@@ -14,6 +14,8 @@ from instep.impact.downstream.patch_helpers import PatchHelpers
 from instep.impact.downstream.records import DownstreamClass, DownstreamFunction
 from instep.impact.downstream.registration_sites import RegistrationSites
 from instep.impact.downstream.scope import Frame, Local, LocalKind, line_snippet
+from instep.impact.downstream.typed_params import annotation_chain, attribute_steps
+from instep.impact.model import CouplingKind
 from instep.pyindex.model import Registration
 from instep.pyindex.registrations import registrations_of_decorators
 from instep.pyindex.unparse import unparse
@@ -28,9 +30,14 @@ class Definitions(RegistrationSites, PatchHelpers):
         self.visit_list(node.decorator_list)
         self.visit_list(node.args.defaults)
         self.visit_list(d for d in node.args.kw_defaults if d is not None)
+        typed: dict[str, str] = {}  # parameter -> the upstream class it is annotated with
         for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs):
             if a.annotation is not None:
                 self.type_position(a.annotation)
+                chain = annotation_chain(a.annotation)
+                cls = self.resolve(chain)[0] if chain is not None else None
+                if self.is_up(cls):
+                    typed[a.arg] = cls  # type: ignore[assignment]
         if node.returns is not None:
             self.type_position(node.returns)
         outer_q = ".".join(self.owner_stack)
@@ -55,6 +62,8 @@ class Definitions(RegistrationSites, PatchHelpers):
         self.owner_stack.append(node.name)
         # a parameter named like an upstream root (`def f(torch, torch_npu)`) is that module
         self.scopes.append(({p: (p if p in self.roots else None) for p in params}, False))
+        if typed:
+            self._attribute_steps(node.body, typed)
         self.visit_list(node.body)
         self.scopes.pop()
         self.owner_stack.pop()
@@ -72,6 +81,18 @@ class Definitions(RegistrationSites, PatchHelpers):
                 site = self.call_site(dec, decorated=qual)
                 if site is not None:
                     self.calls.append(site)
+
+    def _attribute_steps(self, body: list[ast.stmt], typed: dict[str, str]) -> None:
+        """``p.attr.member`` of a parameter ``p: Cls``: a use of ``Cls.attr.member``
+        through ``attr`` (``Reference.through``), with its call shapes; the join follows
+        ``attr``'s declared type upstream or drops the reference (typed_params)."""
+        for param, attr, member, n, call in attribute_steps(body, frozenset(typed)):
+            target = f"{typed[param]}.{attr}.{member}"
+            key = (target, self.owner(), CouplingKind.IMPORT_USE)
+            if key not in self.seen_uses:
+                self.seen_uses[key] = n.lineno
+                self.ref(CouplingKind.IMPORT_USE, target, n.lineno, detail="use", through=attr)
+            self.note_use(target, n, call)
 
     v_FunctionDef = _function
 

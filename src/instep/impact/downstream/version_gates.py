@@ -156,6 +156,7 @@ class _Conditions:
 
     def __init__(self) -> None:
         self.constants: dict[str, Range] = {}
+        self.flags: dict[str, tuple[object, object]] = {}  # flag -> (when true, when false)
         self.probes = None  # source_probes.ProbeReader, for modules that may probe upstream
 
     def range_of(self, test: ast.AST) -> Range | None:
@@ -261,11 +262,20 @@ def _walk_blocks(tree: ast.AST):
             stack.extend(case.body)
 
 
-def gate_spans(tree: ast.Module, path: str, source: str) -> list[GateSpan]:
-    """All gates of a module with the line span each guards (outermost first)."""
-    if not _MAY_GATE.search(source):
+def gate_spans(
+    tree: ast.Module,
+    path: str,
+    source: str,
+    flags: dict[str, tuple[object, object]] | None = None,
+) -> list[GateSpan]:
+    """All gates of a module with the line span each guards (outermost first). ``flags``:
+    names the module (or one it imports from) set in a version check, with the conditions
+    under which each is true and false (``version_refusals.version_flags``, predicates
+    this module does not read): ``if FLAG:`` is gated by them."""
+    if not flags and not _MAY_GATE.search(source):
         return []
     conds = _Conditions()
+    conds.flags = dict(flags or {})
     for stmt in tree.body:  # module constants: IS_TORCH_214 = CURRENT_VERSION >= (2, 14)
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
@@ -306,6 +316,7 @@ def _if_gates(
     )  # `flag and torch >= 2.9`: the version is necessary, not sufficient
     probe = _hasattr_probe(stmt.test) if rng is None else None
     if rng is None and probe is None:
+        _flag_if_gates(stmt, rest, conds.flags, path, spans)
         return
     text = ast.unparse(stmt.test)
     if len(text) > 200:
@@ -362,6 +373,58 @@ def _version_if_gates(
                 ),
                 rest[0].lineno,
                 _block_end(rest),
+            )
+        )
+
+
+def _flag_if_gates(
+    stmt: ast.If,
+    rest: list[ast.stmt],
+    flags: dict[str, tuple[object, object]],
+    path: str,
+    spans: list[GateSpan],
+) -> None:
+    """``if FLAG:`` / ``if not FLAG:`` for a flag set in a version check: the body (and the
+    ``else`` branch, and the code after an early exit, the other way) carry the flag's
+    predicate. ``if FLAG and other:`` gates the body only (the flag is necessary there)."""
+    test, neg = stmt.test, False
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, neg = test.operand, True
+    partial = False
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) and not neg:
+        named = [v for v in test.values if isinstance(v, ast.Name) and v.id in flags]
+        if not named:
+            return
+        test, partial = named[0], True
+    if not isinstance(test, ast.Name) or test.id not in flags:
+        return
+    when_true, when_false = flags[test.id]
+    text = ast.unparse(stmt.test)
+    text = text if len(text) <= 200 else text[:197] + "..."
+    body, other = (when_false, when_true) if neg else (when_true, when_false)
+
+    def gate(cond: str, p: object, note: str = "") -> VersionGate:
+        return _gate(path, stmt.lineno, cond, "version_flag", None, note=note, predicate=p)
+
+    spans.append(
+        GateSpan(
+            gate(text, body, "partial" if partial else ""),
+            stmt.body[0].lineno,
+            _block_end(stmt.body),
+        )
+    )
+    if partial:
+        return
+    if stmt.orelse:
+        spans.append(
+            GateSpan(
+                gate(f"not ({text})", other, "else"), stmt.orelse[0].lineno, _block_end(stmt.orelse)
+            )
+        )
+    if _is_exit(stmt.body) and rest:
+        spans.append(
+            GateSpan(
+                gate(f"not ({text})", other, "after early exit"), rest[0].lineno, _block_end(rest)
             )
         )
 

@@ -391,3 +391,18 @@ def refusals_in(
     walk = _Walk(reader, path, collect=True)
     walk.block(tree.body, (), (), "module", "")
     return walk.found
+
+
+def version_flags(
+    tree: ast.Module, source: str, upstream_roots: tuple[str, ...] = ("torch",)
+) -> dict[str, tuple[Predicate, Predicate]]:
+    """Module-level flags whose value is a version condition: ``IS_210 =
+    torch.__version__.startswith("2.1")``, or ``is_torch_210 = True`` in the branch of a
+    version ``if``/``elif`` chain (``False`` before it): name -> the conditions under which
+    the flag is true and false. The gate reader (:mod:`version_gates`) gates ``if FLAG:``
+    with them (the join decides them on the new upstream's version, ``facts.facts_for``)."""
+    if "version" not in source.lower():
+        return {}
+    reader = _Reader(tuple(upstream_roots) or ("torch",))
+    _Walk(reader, "", collect=False).block(tree.body, (), (), "module", "")
+    return {k: (v, Not(v)) for k, v in reader.flags.items() if _about_version(v)}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from instep.impact.downstream.version_refusals import holds
 from instep.impact.join.constructor_calls import constructor_facts
 from instep.impact.model import ChangeKind, CouplingKind, Reference, SymbolChange
 from instep.impact.upstream.call_paths import CONSTRUCTION
@@ -63,6 +64,12 @@ def facts_for(
             facts.add("gated_for_new")
         if gate.max_version and _version_at_least(new_version, gate.max_version):
             facts.add("old_only")
+        if gate.predicate is not None and new_version is not None:
+            on_new = holds(gate.predicate, new_version)  # a version flag's condition
+            if on_new is True:
+                facts.add("gated_for_new")
+            elif on_new is False:
+                facts.add("old_only")
     old_sig = change.old.signature if change.old is not None else None
     new_sig = change.new.signature if change.new is not None else None
     if change.aspects == {ChangeKind.ANNOTATION}:

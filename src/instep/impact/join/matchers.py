@@ -203,6 +203,10 @@ class Join:
             ):
                 self.registration(r)
                 continue
+            if r.through is not None:
+                r = self.through_declared_type(r)
+                if r is None:
+                    continue
             target = self.resolver.resolve(r.target)
             self.by_name(r, target)
             cls = self.resolver.class_of(target)
@@ -210,6 +214,16 @@ class Join:
                 self.class_members(cls, r)
             if r.kind is CouplingKind.IMPORT_USE:
                 self.call_paths(target, r)
+
+    def through_declared_type(self, r: Reference) -> Reference | None:
+        """``Cls.attr.member`` used through an instance's ``attr`` (downstream/typed_params)
+        as a use of ``T.member``, where ``T`` is the class upstream declares ``attr`` to be;
+        None (no coupling) when upstream declares no class for it."""
+        owner, member = r.target.rsplit(".", 1)
+        declared = self.resolver.declared_type(self.resolver.resolve(owner))
+        if declared is None:
+            return None
+        return dataclasses.replace(r, target=f"{declared[0]}.{declared[1]}.{member}")
 
     def registration(self, r: Reference) -> None:
         """The same op or key registered downstream; a C shim name against a declaration."""

@@ -123,6 +123,39 @@ class UpstreamResolver:
             return None
         return module, rest
 
+    def declared_type(self, dotted: str) -> tuple[str, str] | None:
+        """(module, class qualname) of the class upstream declares for the attribute
+        ``dotted`` (already resolved, ``torch.fx.graph_module.GraphModule.graph``): a
+        property whose getter is annotated ``-> Graph``, or a class-level ``graph: Graph``;
+        ``Optional[T]``, ``T | None`` and a quoted ``"T"`` name ``T``. The name is looked up
+        in the defining module (its classes and imports, ``TYPE_CHECKING`` ones too).
+        None when nothing is declared or it is no upstream class."""
+        module, rest = self.split(dotted)
+        idx = self.index(module) if module is not None and rest else None
+        sym = idx.symbols.get(rest) if idx is not None else None  # type: ignore[attr-defined]
+        if sym is None:
+            return None
+        if sym.kind is SymbolKind.METHOD and any(
+            d.rsplit(".", 1)[-1] == "property" or d.endswith("cached_property")
+            for d in sym.decorators
+        ):
+            text = sym.returns
+        elif sym.kind is SymbolKind.CLASS_ATTRIBUTE:
+            text = sym.signature  # the annotation of ``name: T = ...``
+        else:
+            return None
+        name = _one_class(text or "")
+        if name is None:
+            return None
+        head, _, tail = name.partition(".")
+        if head in idx.symbols:  # type: ignore[union-attr]
+            found = f"{module}.{name}"
+        elif head in idx.imports:  # type: ignore[union-attr]
+            found = idx.imports[head] + (f".{tail}" if tail else "")  # type: ignore[union-attr]
+        else:
+            return None
+        return self.class_of(self.resolve(found))
+
     def bases(self, module: str, qualname: str, hops: int = 0) -> list[tuple[str, str]]:
         """Upstream base classes of ``module.qualname`` as (module, class qualname)."""
         idx = self.index(module)
@@ -162,3 +195,21 @@ class UpstreamResolver:
             if idx is not None and f"{qual}.{member}" in idx.symbols:  # type: ignore[attr-defined]
                 return f"{mod}.{qual}.{member}"
         return None
+
+
+_OPTIONAL = re.compile(r"(?:typing\.)?Optional\[(.+)\]")
+_DOTTED = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*")
+
+
+def _one_class(annotation: str) -> str | None:
+    """The dotted name an annotation gives one class by: ``Graph``, ``"Graph"``,
+    ``Optional[Graph]``, ``Graph | None``; None for anything else."""
+    text = annotation.strip().strip("'\"").strip()
+    m = _OPTIONAL.fullmatch(text)
+    if m:
+        text = m.group(1).strip().strip("'\"")
+    parts = [p.strip().strip("'\"") for p in text.split("|")]
+    parts = [p for p in parts if p != "None"]
+    if len(parts) != 1 or not _DOTTED.fullmatch(parts[0]):
+        return None
+    return parts[0]
