@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import bisect
 import re
+from collections import deque
 from collections.abc import Iterable
 from functools import lru_cache
 
@@ -106,6 +107,24 @@ def statements(tree: ast.AST):
             stack.extend(c.body)
 
 
+_STMT_LIKE = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+def statements_in_walk_order(tree: ast.AST):
+    """The statements of ``tree`` (``tree`` itself first) in ``ast.walk``'s order, without
+    visiting an expression: breadth first through the statement lists, ``except``
+    handlers and ``case`` s (a level of their own, as in ``ast.walk``), field by field."""
+    todo = deque([tree])
+    while todo:
+        node = todo.popleft()
+        if not isinstance(node, (ast.excepthandler, ast.match_case)):
+            yield node
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if type(value) is list and value and isinstance(value[0], _STMT_LIKE):
+                todo.extend(value)
+
+
 class HotLines:
     """The hot lines of the file being indexed (state initialised by ``Scope``)."""
 
@@ -159,7 +178,15 @@ class HotLines:
             pat = re.compile(
                 r"\b" + words + r"\b" + ("|aoti_torch_" if "aoti_torch_" in present else "")
             )
-        return sorted({bisect.bisect_right(offs, m.start()) for m in pat.finditer(src, lo, hi)})
+        # one search per hot line: after a match, go on at the next line's start
+        lines: list[int] = []
+        search = pat.search
+        m = search(src, lo, hi)
+        while m is not None:
+            line = bisect.bisect_right(offs, m.start())
+            lines.append(line)
+            m = search(src, offs[line], hi)  # offs[line]: where line + 1 starts
+        return lines
 
     def offset(self, line: int) -> int:
         """Character offset of the start of a 1-based line."""
