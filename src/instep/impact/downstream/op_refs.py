@@ -95,11 +95,17 @@ class _Walker:
         self.role = "use"
         # the sorted numbers of the lines that may name an op: a statement without one
         # is not walked
-        starts = [0]
-        starts.extend(m.end() for m in re.finditer("\n", source))
-        self.maybe = sorted(
-            {bisect.bisect_right(starts, m.start()) for m in _MAY_NAME_OP.finditer(source)}
-        )
+        self.maybe: list[int] = []
+        line, pos = 1, 0
+        m = _MAY_NAME_OP.search(source)
+        while m is not None:
+            line += source.count("\n", pos, m.start())
+            self.maybe.append(line)
+            pos = source.find("\n", m.start()) + 1  # one search per line
+            if pos == 0:
+                break
+            line += 1
+            m = _MAY_NAME_OP.search(source, pos)
 
     # statements ------------------------------------------------------------------
     def stmts(self, body: list[ast.stmt]) -> None:

@@ -13,6 +13,8 @@ import re
 from collections import deque
 from collections.abc import Iterable
 from functools import lru_cache
+from itertools import accumulate, count
+from operator import add
 
 from instep.impact.downstream import forks
 from instep.pyindex.registrations import item_assignment_tables, registrars
@@ -190,11 +192,9 @@ class HotLines:
 
     def offset(self, line: int) -> int:
         """Character offset of the start of a 1-based line."""
-        if self._offsets is None:
-            offs = [0]
-            for text in self.source.split("\n"):
-                offs.append(offs[-1] + len(text) + 1)
-            self._offsets = offs
+        if self._offsets is None:  # line k + 1 starts after k lines and their k newlines
+            lengths = accumulate(map(len, self.source.split("\n")), initial=0)
+            self._offsets = list(map(add, lengths, count()))
         if line <= 1:
             return 0
         return self._offsets[min(line - 1, len(self._offsets) - 1)]
