@@ -40,6 +40,17 @@ _CAN_REMOVE = re.compile(
     r"CAN\s+REMOVE.*?MIN_SUPPORTED\w*\s*>=\s*\(?\s*(\d+)\s*[,.]\s*(\d+)", re.IGNORECASE
 )
 _MAY_GATE = re.compile(r"(?i)version|hasattr|ImportError|COMPAT|torch_(?:ge|gt|lt|le)|getsource")
+# the same words in lower case, searched in the lowered source: several times faster than
+# an ignore-case search, and the same answer for ASCII text
+_MAY_GATE_LOWER = re.compile(r"version|hasattr|importerror|compat|torch_(?:ge|gt|lt|le)|getsource")
+
+
+def _may_gate(source: str) -> bool:
+    if _MAY_GATE_LOWER.search(source.lower()):
+        return True
+    return not source.isascii() and _MAY_GATE.search(source) is not None
+
+
 _PLAIN_VERSION = re.compile(r"\d+(?:\.\d+)+")
 _MIN_SUPPORTED = re.compile(r"^MIN_SUPPORTED\w*$")
 
@@ -263,7 +274,7 @@ def _walk_blocks(tree: ast.AST):
 
 def gate_spans(tree: ast.Module, path: str, source: str) -> list[GateSpan]:
     """All gates of a module with the line span each guards (outermost first)."""
-    if not _MAY_GATE.search(source):
+    if not _may_gate(source):
         return []
     conds = _Conditions()
     for stmt in tree.body:  # module constants: IS_TORCH_214 = CURRENT_VERSION >= (2, 14)
