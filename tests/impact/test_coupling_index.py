@@ -426,3 +426,76 @@ def test_prefix_factored_name_scan_matches_the_plain_alternation():
     plain = re.compile(r"\b(?:" + "|".join(map(re.escape, words)) + r")\b")
     assert [m.start() for m in trie.finditer(text)] == [m.start() for m in plain.finditer(text)]
     assert not trie.search("torchx _torch regist")
+
+
+WALK_ORDER_SOURCE = """
+import a as x
+def f():
+    import b as x
+    try:
+        import c
+    except ImportError:
+        import d as c
+    else:
+        pass
+    finally:
+        from e import g
+class K:
+    if t:
+        import h as x
+match v:
+    case 1:
+        import i
+    case _:
+        import j as i
+for y in z:
+    import k as y
+else:
+    import m
+import n as c
+"""
+
+
+def test_statements_come_in_ast_walks_order_without_visiting_expressions():
+    import ast
+
+    from instep.impact.downstream.pruning import statements_in_walk_order
+
+    tree = ast.parse(WALK_ORDER_SOURCE)
+    walked = [n for n in ast.walk(tree) if isinstance(n, (ast.Module, ast.stmt))]
+    got = list(statements_in_walk_order(tree))
+    assert [type(n).__name__ for n in got] == [type(n).__name__ for n in walked]
+    assert got == walked  # the same nodes: breadth first, handlers and cases a level deeper
+
+
+def test_module_aliases_keep_the_last_import_of_a_name_in_walk_order():
+    import ast
+
+    from instep.impact.downstream.source_probes import module_aliases
+
+    aliases = module_aliases(ast.parse(WALK_ORDER_SOURCE))
+    # depth decides, then position: `import n as c` (module level) comes before the
+    # handler's `import d as c` (def -> try -> handler), which wins
+    assert aliases["c"] == "d"
+    assert aliases["x"] == "h"  # class -> if is deeper than def's `import b as x`
+    assert aliases["i"] == "j"
+    assert aliases["g"] == "e.g"
+    assert aliases["y"] == "k"
+
+
+def test_hot_lines_are_each_line_naming_a_word_once_within_the_range():
+    import re
+
+    from instep.impact.downstream.pruning import HotLines
+
+    source = "torch.a(torch.b)\nx = 1\naten.x; torch.y\ntorchx\n\nsetattr(a, b)\naten"
+    hot = HotLines()
+    hot.source, hot._offsets = source, None
+    names = {"torch", "aten", "setattr"}
+    plain = re.compile(r"\b(?:torch|aten|setattr)\b")
+    every = sorted({source.count("\n", 0, m.start()) + 1 for m in plain.finditer(source)})
+    assert every == [1, 3, 6, 7]
+    assert hot._lines_of(names) == every
+    assert hot._lines_of(names, 2, 6) == [3, 6]
+    assert hot._lines_of(names, 7) == [7]  # the last line, no newline after it
+    assert hot._lines_of({"torch"}, 1, 1) == [1]

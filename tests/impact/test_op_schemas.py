@@ -212,6 +212,42 @@ def test_downstream_places():
     }
 
 
+SPELT_OTHERWISE = """
+import torch
+from torch._inductor.lowering import register_lowering
+
+aten = torch.ops.aten
+PLAIN = 1
+X = "at" "en::split.Tensor"
+Y = "\\x61ten::mm"
+Z = 'ate' 'n::bmm.out'
+
+
+def plain(x):
+    return x + PLAIN
+
+
+@register_lowering(
+    [
+        aten.sort.stable,
+    ]
+)
+def sort(x):
+    return x
+"""
+
+
+def test_op_names_spelt_otherwise_and_decorators_above_the_def_are_found():
+    refs = index_downstream_file("npu_ext/spelt.py", SPELT_OTHERWISE.encode()).references
+    got = {(r.line, r.target) for r in refs if r.kind.value == "op_schema"}
+    assert got == {
+        (7, "schema:aten.split.Tensor"),
+        (8, "schema:aten.mm"),
+        (9, "schema:aten.bmm.out"),
+        (18, "schema:aten.sort.stable"),
+    }
+
+
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     root = tmp_path_factory.mktemp("schemas")

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
+
+import pytest
 
 from instep.impact.downstream.version_gates import (
     GateLookup,
@@ -151,3 +154,24 @@ def test_partial_conditions_and_nightly_markers_are_not_overclaimed():
     assert (cond.min_version, cond.note) == ((2, 9, 0), "partial")
     assert len([g for g in gates if g.kind == "version_compare"]) == 1  # no else gate
     assert compat_debt(gates, (2, 13), (2, 14)) == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "VERSION = 1",
+        "x = 1",
+        "# ＣＯＭＰＡＴ",
+        "import_error = 1",
+        "except ImportError: pass",
+        "torch_GE(2, 1)",
+        "verſion = 1",  # the long s is an s to an ignore-case search, not to lower()
+        "x = 'İmportError'",
+        "get_source = 1",
+    ],
+)
+def test_the_gate_prefilter_answers_as_an_ignore_case_search(source):
+    from instep.impact.downstream.version_gates import _may_gate
+
+    words = r"version|hasattr|ImportError|COMPAT|torch_(?:ge|gt|lt|le)|getsource"
+    assert _may_gate(source) is bool(re.search(words, source, re.IGNORECASE))

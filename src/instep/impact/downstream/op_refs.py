@@ -27,6 +27,7 @@ upstream changes: :mod:`instep.impact.join.op_couplings`.
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 
 from instep.impact.model import CouplingKind, Reference, VersionGate
@@ -51,6 +52,10 @@ _NOT_OVERLOADS = frozenset(
     }
 )
 _GUARDING = frozenset({"AttributeError", "Exception", "BaseException", "RuntimeError"})
+# A line that may hold an op name: ``aten`` or ``higher_order`` written out, or a string
+# spelt otherwise (an escape, a string ending in "a", "at" or "ate" that an adjacent
+# literal continues: ``"at" "en::x"``), or a non-ASCII identifier (NFKC-normalised).
+_MAY_NAME_OP = re.compile(r"aten|higher_order|\\|[ate][\"']|[^\x00-\x7f]")
 
 
 def _catches_attribute_error(handler: ast.ExceptHandler) -> bool:
@@ -88,6 +93,19 @@ class _Walker:
         self.in_def = 0
         self.guard: VersionGate | None = None
         self.role = "use"
+        # the sorted numbers of the lines that may name an op: a statement without one
+        # is not walked
+        self.maybe: list[int] = []
+        line, pos = 1, 0
+        m = _MAY_NAME_OP.search(source)
+        while m is not None:
+            line += source.count("\n", pos, m.start())
+            self.maybe.append(line)
+            pos = source.find("\n", m.start()) + 1  # one search per line
+            if pos == 0:
+                break
+            line += 1
+            m = _MAY_NAME_OP.search(source, pos)
 
     # statements ------------------------------------------------------------------
     def stmts(self, body: list[ast.stmt]) -> None:
@@ -95,6 +113,13 @@ class _Walker:
             self.stmt(s)
 
     def stmt(self, node: ast.stmt) -> None:
+        maybe = self.maybe
+        start = node.lineno
+        for d in getattr(node, "decorator_list", ()):  # decorators come before the def
+            start = min(start, d.lineno)
+        i = bisect.bisect_left(maybe, start)
+        if i == len(maybe) or maybe[i] > (node.end_lineno or node.lineno):
+            return
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             for d in node.decorator_list:
                 self.expr(d)

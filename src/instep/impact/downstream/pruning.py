@@ -10,8 +10,11 @@ from __future__ import annotations
 import ast
 import bisect
 import re
+from collections import deque
 from collections.abc import Iterable
 from functools import lru_cache
+from itertools import accumulate, count
+from operator import add
 
 from instep.impact.downstream import forks
 from instep.pyindex.registrations import item_assignment_tables, registrars
@@ -106,6 +109,24 @@ def statements(tree: ast.AST):
             stack.extend(c.body)
 
 
+_STMT_LIKE = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+def statements_in_walk_order(tree: ast.AST):
+    """The statements of ``tree`` (``tree`` itself first) in ``ast.walk``'s order, without
+    visiting an expression: breadth first through the statement lists, ``except``
+    handlers and ``case`` s (a level of their own, as in ``ast.walk``), field by field."""
+    todo = deque([tree])
+    while todo:
+        node = todo.popleft()
+        if not isinstance(node, (ast.excepthandler, ast.match_case)):
+            yield node
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if type(value) is list and value and isinstance(value[0], _STMT_LIKE):
+                todo.extend(value)
+
+
 class HotLines:
     """The hot lines of the file being indexed (state initialised by ``Scope``)."""
 
@@ -159,15 +180,21 @@ class HotLines:
             pat = re.compile(
                 r"\b" + words + r"\b" + ("|aoti_torch_" if "aoti_torch_" in present else "")
             )
-        return sorted({bisect.bisect_right(offs, m.start()) for m in pat.finditer(src, lo, hi)})
+        # one search per hot line: after a match, go on at the next line's start
+        lines: list[int] = []
+        search = pat.search
+        m = search(src, lo, hi)
+        while m is not None:
+            line = bisect.bisect_right(offs, m.start())
+            lines.append(line)
+            m = search(src, offs[line], hi)  # offs[line]: where line + 1 starts
+        return lines
 
     def offset(self, line: int) -> int:
         """Character offset of the start of a 1-based line."""
-        if self._offsets is None:
-            offs = [0]
-            for text in self.source.split("\n"):
-                offs.append(offs[-1] + len(text) + 1)
-            self._offsets = offs
+        if self._offsets is None:  # line k + 1 starts after k lines and their k newlines
+            lengths = accumulate(map(len, self.source.split("\n")), initial=0)
+            self._offsets = list(map(add, lengths, count()))
         if line <= 1:
             return 0
         return self._offsets[min(line - 1, len(self._offsets) - 1)]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 
+from instep.impact.downstream.pruning import statements_in_walk_order
 from instep.impact.model import SourceProbe, VersionGate
 
 _SOURCE_READERS = frozenset({"getsource", "getsourcelines"})
@@ -36,9 +37,10 @@ def _dotted(node: ast.AST) -> str | None:
 
 
 def module_aliases(tree: ast.Module) -> dict[str, str]:
-    """Every import of the module, at any depth: local name -> absolute dotted name."""
+    """Every import of the module, at any depth: local name -> absolute dotted name (the
+    last import of a name in ``ast.walk``'s order wins)."""
     out: dict[str, str] = {}
-    for node in ast.walk(tree):
+    for node in statements_in_walk_order(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
                 if a.asname:

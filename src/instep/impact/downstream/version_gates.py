@@ -40,6 +40,17 @@ _CAN_REMOVE = re.compile(
     r"CAN\s+REMOVE.*?MIN_SUPPORTED\w*\s*>=\s*\(?\s*(\d+)\s*[,.]\s*(\d+)", re.IGNORECASE
 )
 _MAY_GATE = re.compile(r"(?i)version|hasattr|ImportError|COMPAT|torch_(?:ge|gt|lt|le)|getsource")
+# the same words in lower case, searched in the lowered source: several times faster than
+# an ignore-case search, and the same answer for ASCII text
+_MAY_GATE_LOWER = re.compile(r"version|hasattr|importerror|compat|torch_(?:ge|gt|lt|le)|getsource")
+
+
+def _may_gate(source: str) -> bool:
+    if _MAY_GATE_LOWER.search(source.lower()):
+        return True
+    return not source.isascii() and _MAY_GATE.search(source) is not None
+
+
 _PLAIN_VERSION = re.compile(r"\d+(?:\.\d+)+")
 _MIN_SUPPORTED = re.compile(r"^MIN_SUPPORTED\w*$")
 
@@ -272,7 +283,7 @@ def gate_spans(
     names the module (or one it imports from) set in a version check, with the conditions
     under which each is true and false (``version_refusals.version_flags``, predicates
     this module does not read): ``if FLAG:`` is gated by them."""
-    if not flags and not _MAY_GATE.search(source):
+    if not flags and not _may_gate(source):
         return []
     conds = _Conditions()
     conds.flags = dict(flags or {})

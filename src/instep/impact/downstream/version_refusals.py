@@ -23,6 +23,7 @@ import ast
 from dataclasses import dataclass
 
 from instep.impact.downstream import version_gates as vg
+from instep.pyindex.registrations import dotted_name
 
 Version = tuple[int, ...]
 _MAX_TEXT = 200
@@ -249,7 +250,7 @@ def _refusing(stmt: ast.stmt) -> str | None:
     if isinstance(stmt, ast.Assert) and isinstance(stmt.test, ast.Constant) and not stmt.test.value:
         return "AssertionError" + (f"({_short(ast.unparse(stmt.msg))})" if stmt.msg else "")
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
-        name = ast.unparse(stmt.value.func)
+        name = dotted_name(stmt.value.func)  # what unparse gives for a dotted name
         if name in {"sys.exit", "exit", "quit", "os._exit", "os.abort"}:
             return _short(ast.unparse(stmt.value))
     return None
@@ -278,6 +279,12 @@ def _catches(handlers: list[ast.ExceptHandler]) -> bool:
     return False
 
 
+def _text(test: ast.expr, negated: bool) -> str:
+    """The condition of a branch as shown: the walk keeps (test, negated), written out
+    only for the conditions about the version of a refusal found."""
+    return f"not ({ast.unparse(test)})" if negated else ast.unparse(test)
+
+
 class _Walk:
     def __init__(self, reader: _Reader, path: str, collect: bool) -> None:
         self.reader, self.path, self.collect = reader, path, collect
@@ -295,7 +302,7 @@ class _Walk:
                 self._if(stmt, when, texts, scope, prefix)
                 if _ends(stmt.body) and not stmt.orelse:  # `if refuse: raise` / early return
                     p = self.reader.predicate(stmt.test)
-                    when, texts = (*when, Not(p)), (*texts, f"not ({ast.unparse(stmt.test)})")
+                    when, texts = (*when, Not(p)), (*texts, (stmt.test, True))
             elif isinstance(stmt, ast.Assert) and self.collect:
                 p = self.reader.predicate(stmt.test)
                 if _about_version(p) and scope is not None:
@@ -303,7 +310,7 @@ class _Walk:
                     self._add(
                         stmt,
                         (*when, Not(p)),
-                        (*texts, f"not ({ast.unparse(stmt.test)})"),
+                        (*texts, (stmt.test, True)),
                         f"AssertionError{msg}",
                         scope,
                     )
@@ -330,9 +337,8 @@ class _Walk:
 
     def _if(self, stmt: ast.If, when: tuple, texts: tuple, scope: str, prefix: str) -> None:
         p = self.reader.predicate(stmt.test)
-        text = ast.unparse(stmt.test)
-        body = ((*when, p), (*texts, text))
-        other = ((*when, Not(p)), (*texts, f"not ({text})"))
+        body = ((*when, p), (*texts, (stmt.test, False)))
+        other = ((*when, Not(p)), (*texts, (stmt.test, True)))
         for branch, (w, t) in ((stmt.body, body), (stmt.orelse, other)):
             hit = _block_refuses(branch) if self.collect and scope is not None else None
             if hit is not None:
@@ -343,7 +349,7 @@ class _Walk:
         pred = All(when)
         if not _about_version(pred):
             return
-        shown = [t for t, w in zip(texts, when, strict=True) if _about_version(w)]
+        shown = [_text(*t) for t, w in zip(texts, when, strict=True) if _about_version(w)]
         self.found.append(
             Refusal(self.path, stmt.lineno, _short(" and ".join(shown)), raises, scope, pred)
         )
