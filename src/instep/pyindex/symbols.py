@@ -190,7 +190,10 @@ def _serialise(nodes: list, out: list[str], calls: list[ast.expr] | None) -> Non
             append(n.id)
         elif cls is list:
             k = len(n)
-            append(lengths[k] if k < len(lengths) else f"[{k}")
+            try:
+                append(lengths[k])
+            except IndexError:  # a list of 64 items or more
+                append(f"[{k}")
             if k:
                 extend(n)
         elif n is None:
