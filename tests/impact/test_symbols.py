@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 import random
+from dataclasses import fields, replace
 
 import pytest
 
 from instep.pyindex.model import SymbolKind
 from instep.pyindex.symbols import (
     ReuseStats,
+    _amended,
     decode_source,
     index_against,
     index_source,
@@ -318,3 +320,25 @@ def test_long_values_are_shown_from_the_source_and_truncated():
     assert len(symbols["T"].value) <= 300 and symbols["T"].value.endswith("...")
     other = index_source("m.py", (src + big.replace("op199", "op200")).encode()).symbols
     assert other["T"].body_hash != symbols["T"].body_hash  # the hash sees the whole value
+
+
+def test_reused_records_are_copied_as_dataclasses_replace_would():
+    """index_against shifts and renames the symbols it reuses with ``_amended``, a copy
+    of the instance dict; that is ``dataclasses.replace`` only while every field is an
+    ``__init__`` argument and nothing runs after ``__init__``."""
+    index = index_source(
+        "torch/_inductor/x.py", b"@register_lowering(aten.add)\ndef add(x):\n    return x\n"
+    )
+    sym = index.symbols["add"]
+    (reg,) = sym.registrations
+    for record, changes in (
+        (sym, {"qualname": "add#2", "line": 9, "end_line": 10}),
+        (reg, {"symbol": "add#2", "line": 9}),
+    ):
+        before = record.__dict__.copy()
+        assert all(f.init for f in fields(record))
+        assert not hasattr(record, "__post_init__")
+        copied, replaced = _amended(record, **changes), replace(record, **changes)
+        assert type(copied) is type(replaced)
+        assert copied == replaced and copied.__dict__ == replaced.__dict__
+        assert record.__dict__ == before and record.line != 9  # the original is untouched

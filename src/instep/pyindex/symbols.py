@@ -31,9 +31,9 @@ import io
 import logging
 import tokenize
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any
+from typing import Any, TypeVar
 
 from instep.pyindex.dataclass_init import dataclass_inits
 from instep.pyindex.model import Registration, Symbol, SymbolKind, module_of
@@ -163,12 +163,16 @@ def _shape(cls: type) -> tuple[str, Callable[[Any], Any] | None, bool]:
     return shape
 
 
+_LENGTHS = tuple(f"[{k}" for k in range(64))  # the token of a list of k items, premade
+
+
 def _serialise(nodes: list, out: list[str], calls: list[ast.expr] | None) -> None:
     """Tokens of ``nodes`` (no positions, no ctx) in a fixed order; collect called expressions.
 
     Node names, then their fields in a fixed order (lists prefixed by their length), so
-    the token stream determines the tree. Name, Constant and Attribute, the most common
-    nodes, take a fast path; other nodes' fields are read by one ``attrgetter`` call.
+    the token stream determines the tree. Name, lists, None, Attribute and Constant, the
+    most common values, take a fast path (in about that order of frequency); other nodes'
+    fields are read by one ``attrgetter`` call.
     """
     stack: list = list(nodes)
     pop = stack.pop
@@ -176,6 +180,7 @@ def _serialise(nodes: list, out: list[str], calls: list[ast.expr] | None) -> Non
     extend = stack.extend
     append = out.append
     shapes = _SHAPES
+    lengths = _LENGTHS
     Name, Constant, Attribute, Call, AST = ast.Name, ast.Constant, ast.Attribute, ast.Call, ast.AST
     while stack:
         n = pop()
@@ -183,6 +188,16 @@ def _serialise(nodes: list, out: list[str], calls: list[ast.expr] | None) -> Non
         if cls is Name:
             append("N")
             append(n.id)
+        elif cls is list:
+            k = len(n)
+            try:
+                append(lengths[k])
+            except IndexError:  # a list of 64 items or more
+                append(f"[{k}")
+            if k:
+                extend(n)
+        elif n is None:
+            append("-")
         elif cls is Attribute:
             append("A")
             append(n.attr)
@@ -190,18 +205,19 @@ def _serialise(nodes: list, out: list[str], calls: list[ast.expr] | None) -> Non
         elif cls is Constant:
             append("C")
             append(repr(n.value))
-        elif cls is list:
-            append(f"[{len(n)}")
-            extend(n)
-        elif n is None:
-            append("-")
-        elif isinstance(n, AST):
-            name, getter, many = shapes.get(cls) or _shape(cls)
+        else:
+            shape = shapes.get(cls)
+            if shape is None:
+                if not isinstance(n, AST):  # a name, an identifier, an import level
+                    append(repr(n))
+                    continue
+                shape = _shape(cls)
+            name, getter, many = shape
             append(name)
-            if cls is Call and calls is not None:
-                calls.append(n.func)
             if getter is None:
                 continue
+            if cls is Call and calls is not None:
+                calls.append(n.func)
             try:
                 if many:
                     extend(getter(n))
@@ -210,8 +226,6 @@ def _serialise(nodes: list, out: list[str], calls: list[ast.expr] | None) -> Non
             except AttributeError:  # a node built without an optional field
                 names = tuple(x for x in cls._fields if x not in _SKIP_FIELDS)
                 extend(getattr(n, f, None) for f in names)
-        else:
-            append(repr(n))
 
 
 def _digest(tokens: list[str]) -> str:
@@ -281,6 +295,22 @@ _ACCESSORS = frozenset({"setter", "getter", "deleter"})
 
 
 PLACEHOLDER = "__instep_reuse_{}__"
+
+_Record = TypeVar("_Record", Symbol, Registration)
+
+
+def _amended(record: _Record, **changes: Any) -> _Record:
+    """``dataclasses.replace`` for a Symbol or a Registration, without its per-field work.
+
+    Both are frozen dataclasses whose every field is an ``__init__`` argument and that have
+    no ``__post_init__`` (a test checks this), so a copy of the instance dict with
+    ``changes`` applied is the same record; reuse copies ~50,000 of them in a release diff.
+    """
+    out = object.__new__(record.__class__)
+    state = out.__dict__
+    state.update(record.__dict__)
+    state.update(changes)
+    return out
 
 
 class _Indexer:
@@ -473,13 +503,13 @@ class _Indexer:
         position = len(out)
         for i, sym in enumerate(unit.symbols):
             regs = tuple(
-                replace(
+                _amended(
                     r, line=r.line + delta, symbol=prefix + r.symbol[cut:] if r.symbol else None
                 )
                 for r in sym.registrations
             )
             out.append(
-                replace(
+                _amended(
                     sym,
                     qualname=prefix + sym.qualname[cut:],
                     kind=kind if i == 0 and sym.kind is not SymbolKind.CLASS else sym.kind,
@@ -694,10 +724,10 @@ def _assemble(path: str, chunks: list[Chunk], units: list[Unit] | None = None) -
                     n += 1
                 numbered = f"{qual}#{n}"
                 regs = tuple(
-                    replace(r, symbol=numbered) if r.symbol == qual else r
+                    _amended(r, symbol=numbered) if r.symbol == qual else r
                     for r in sym.registrations
                 )
-                sym = replace(sym, qualname=numbered, registrations=regs)
+                sym = _amended(sym, qualname=numbered, registrations=regs)
             symbols[sym.qualname] = sym
         imports.update(chunk.imports)
         registrations.extend(chunk.registrations)
@@ -753,10 +783,10 @@ def _shift(chunk: Chunk, delta: int) -> Chunk:
         return chunk
 
     def reg(r: Registration) -> Registration:
-        return replace(r, line=r.line + delta)
+        return _amended(r, line=r.line + delta)
 
     symbols = [
-        replace(
+        _amended(
             s,
             line=s.line + delta,
             end_line=s.end_line + delta,
