@@ -3,7 +3,10 @@ DICP 9dd38082's ``compile_fx.py:18-25`` sets ``is_torch_210 = True`` under
 ``elif torch.__version__.startswith("2.1"):`` and guards code with ``if is_torch_210:``
 (``:40-42``); that code runs only on 2.1, so on torch 2.2.0 it is the old branch, not a
 break. A prefix is no range ("2.10" starts with "2.1"), so the join decides the flag's
-condition on the new version itself. A flag set by no version check gates nothing."""
+condition on the new version itself. A flag set by no version check gates nothing.
+A flag imported from the module that sets it (DICP's ``op_transformer.py:8`` ``from
+dicp.dynamo_bridge.compile_fx import is_torch_210``) gates the same way; a same-named
+flag imported from a module that sets it from anything else gates nothing."""
 
 from __future__ import annotations
 
@@ -40,6 +43,16 @@ DOWNSTREAM = {
     "dev/chain.py": FLAGS + "\n\nif is_torch_210:\n" + indent(USE, "    "),
     # assigned the version test itself, negated, with an else branch
     "dev/direct.py": FLAGS + "\n\nif not IS_21:\n    pass\nelse:\n" + indent(USE, "    "),
+    # the flags module of the package; the flags imported by name and through a module alias
+    "dev/flags.py": FLAGS,
+    "dev/imported.py": "from dev.flags import is_torch_210\n\n\nif is_torch_210:\n"
+    + indent(USE, "    "),
+    "dev/aliased.py": "import dev.flags as m\n\n\nif not m.IS_21:\n    pass\nelse:\n"
+    + indent(USE, "    "),
+    # a same-named flag from a module that sets it from an environment variable: no gate
+    "dev/envflags.py": "import os\n\nis_torch_210 = os.environ.get('X') == '1'\n",
+    "dev/imported_env.py": "from dev.envflags import is_torch_210\n\n\nif is_torch_210:\n"
+    + indent(USE, "    "),
     # a flag no version check sets: no gate
     "dev/plain.py": "import os\n\nDEBUG = os.environ.get('X') == '1'\n\nif DEBUG:\n"
     + indent(USE, "    "),
@@ -70,15 +83,16 @@ def on_22(tmp_path_factory):
     return _rows(tmp_path_factory.mktemp("flag22"), "2.2.0")
 
 
-@pytest.mark.parametrize("name", ["chain.py", "direct.py"])
+@pytest.mark.parametrize("name", ["chain.py", "direct.py", "imported.py", "aliased.py"])
 def test_code_behind_a_version_flag_false_on_the_new_version_is_the_old_branch(on_22, name):
     c = on_22[name]
     assert (c["rule"], c["action"]) == ("adapted.old_branch", "Check")
     assert c["gate"]["kind"] == "version_flag"
 
 
-def test_flag_set_by_no_version_check_gates_nothing(on_22):
-    c = on_22["plain.py"]
+@pytest.mark.parametrize("name", ["plain.py", "imported_env.py"])
+def test_flag_set_by_no_version_check_gates_nothing(on_22, name):
+    c = on_22[name]
     assert c["gate"] is None
     assert (c["rule"], c["action"]) == ("signature.call_breaks", "Shim")
 
@@ -88,3 +102,5 @@ def test_prefix_flag_holds_on_2_10(tmp_path_factory):
     got = _rows(tmp_path_factory.mktemp("flag210"), "2.10.0")
     assert got["chain.py"]["rule"] == "adapted.version_gate"
     assert got["direct.py"]["rule"] == "adapted.version_gate"
+    assert got["imported.py"]["rule"] == "adapted.version_gate"
+    assert got["aliased.py"]["rule"] == "adapted.version_gate"

@@ -23,6 +23,7 @@ from typing import TypeVar
 
 from instep.errors import BadInput, MissingInput
 from instep.impact.downstream.class_escapes import ClassEscapes
+from instep.impact.downstream.inductor_use import find_inductor_use
 from instep.impact.downstream.wholesale import find_swaps
 from instep.impact.join.breaking_path import UpstreamCalls
 from instep.impact.join.fork_gaps import ForkGaps
@@ -498,6 +499,7 @@ class _Analysis:
         join.op_arguments = OpArguments(self.new.paths(), self._new_index)
         join.escapes = ClassEscapes(snap.paths(), snap.read, calls.texts)
         join.probes = self._probes()
+        join.inductor = find_inductor_use(snap.paths(), snap.read)
         # fork detection reads only the changes and the downstream functions: it runs in a
         # forked child while this process matches the references
         search = ForkSearch(self.jobs, self.cache_root, self._lines_of)

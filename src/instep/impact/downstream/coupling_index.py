@@ -34,7 +34,7 @@ from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 
-from instep.impact.downstream import forks
+from instep.impact.downstream import forks, imported_flags
 from instep.impact.downstream.c_shim_names import CShimNames
 from instep.impact.downstream.definitions import Definitions
 from instep.impact.downstream.handles import config_key
@@ -63,7 +63,7 @@ from instep.pyindex.signatures import call_shape
 
 log = logging.getLogger(__name__)
 
-FORMAT = "coupling-index-v12"  # bump when any cached class changes shape
+FORMAT = "coupling-index-v13"  # bump when any cached class changes shape
 MAX_FILE_BYTES = 8 * 1024 * 1024
 
 
@@ -266,7 +266,11 @@ def index_downstream_file(
     except RecursionError:
         out.error = f"{path}: skipped, nesting too deep to analyse"
         return out
-    spans = gate_spans(tree, path, source, version_flags(tree, source, tuple(upstream_roots)))
+    flags = version_flags(tree, source, tuple(upstream_roots))
+    exports = {k: val for k, val in v.scopes[0][0].items() if val is not None}
+    imported = imported_flags.candidates(tree, exports, upstream_roots, flags)
+    spans = gate_spans(tree, path, source, {**imported, **flags})
+    spans, flag_uses = imported_flags.split(spans)
     lookup = GateLookup(spans)
     functions = {f.qualname: f for f in v.functions}
     refs = v.refs
@@ -289,7 +293,9 @@ def index_downstream_file(
     out.gate_spans = spans
     out.refusals = refusals_in(tree, path, source, tuple(upstream_roots))
     out.lines_fingerprint = forks.lines_fingerprint_of(v.norm)
-    out.exports = {k: val for k, val in v.scopes[0][0].items() if val is not None}
+    out.exports = exports
+    out.flags = flags
+    out.flag_uses = flag_uses
     out.classes = v.classes
     out.helpers = v.helpers
     out.calls = [c for c in v.calls if type(c.callee) is not Local]

@@ -78,3 +78,8 @@ class DownstreamFileIndex:
     dn_imports: list[tuple[str, int, str | None]] = field(default_factory=list)
     gate_spans: list[GateSpan] = field(default_factory=list)  # gates with the lines they guard
     refusals: list[Refusal] = field(default_factory=list)  # version checks that raise
+    # module-level flags set in a version check: name -> (when true, when false) predicates
+    flags: dict[str, tuple[object, object]] = field(default_factory=dict)
+    # ``if FLAG:`` on a flag imported from another downstream module: spans whose gate's
+    # predicate is an ``imported_flags.ImportedFlag``, resolved by the tree index
+    flag_uses: list[GateSpan] = field(default_factory=list)

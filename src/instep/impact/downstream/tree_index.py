@@ -10,6 +10,7 @@ from collections import defaultdict
 from dataclasses import replace
 
 from instep.impact.downstream.handles import apply_handles, config_key
+from instep.impact.downstream.imported_flags import resolve_imported_flags
 from instep.impact.downstream.patch_helpers import apply_function, helper_patch
 from instep.impact.downstream.records import (
     DownstreamClass,
@@ -31,6 +32,9 @@ class DownstreamIndex:
         self.files = files
         self.roots = frozenset(upstream_roots)
         self.by_module = {f.module: f for f in files.values()}
+        if any(f.flag_uses for f in files.values()):  # flags set in another module
+            self.files = resolve_imported_flags(files, self.resolve)
+            self.by_module = {f.module: f for f in self.files.values()}
         self._refs: list[Reference] | None = None
         self.sources: dict[str, str] = {}  # optional: path -> text, for snippets
         self._functions: dict[tuple[str, str], DownstreamFunction] | None = None

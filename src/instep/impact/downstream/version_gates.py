@@ -388,6 +388,16 @@ def _version_if_gates(
         )
 
 
+def flag_name(node: ast.AST) -> str | None:
+    """``FLAG`` or ``mod.FLAG`` (a chain of names) as written, else None."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        head = flag_name(node.value)
+        return f"{head}.{node.attr}" if head is not None else None
+    return None
+
+
 def _flag_if_gates(
     stmt: ast.If,
     rest: list[ast.stmt],
@@ -403,13 +413,14 @@ def _flag_if_gates(
         test, neg = test.operand, True
     partial = False
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) and not neg:
-        named = [v for v in test.values if isinstance(v, ast.Name) and v.id in flags]
+        named = [v for v in test.values if flag_name(v) in flags]
         if not named:
             return
         test, partial = named[0], True
-    if not isinstance(test, ast.Name) or test.id not in flags:
+    name = flag_name(test)
+    if name is None or name not in flags:
         return
-    when_true, when_false = flags[test.id]
+    when_true, when_false = flags[name]
     text = ast.unparse(stmt.test)
     text = text if len(text) <= 200 else text[:197] + "..."
     body, other = (when_false, when_true) if neg else (when_true, when_false)

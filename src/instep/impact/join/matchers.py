@@ -129,6 +129,7 @@ class Join:
         self.escapes = None  # downstream/class_escapes.ClassEscapes of the downstream tree
         self.reach_memo: dict[str, dict[str, list[str]]] = {}
         self.probes = None  # join/probe_outcomes.ProbeOutcomes: decides source probes
+        self.inductor = None  # downstream/inductor_use.InductorUse: runs Inductor at all?
 
     def add(
         self,
@@ -234,6 +235,9 @@ class Join:
             same, facts = registration_facts(c, r)
             ref = r if same else dataclasses.replace(r, signature=None, body_hash=None)
             why = ""
+            if "other_role" in facts and self.inductor and self.inductor.only_inductor(c.path):
+                facts |= {"inductor_not_run"}  # the op meets the change only in Inductor
+                why = f"the downstream never runs Inductor: {self.inductor.evidence}"
             if same and self.op_arguments is not None:
                 not_arg, why = self.op_arguments.judge(c, ref)
                 facts |= not_arg
