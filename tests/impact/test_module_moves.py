@@ -11,6 +11,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
 from tests.impact.gitrepo import RepoBuilder
 
 from instep.cli import run as cli_run
@@ -298,3 +299,41 @@ def test_bare_clone_is_read(tmp_path: Path) -> None:
     down = _downstream(tmp_path, {"plugin/use.py": "from pkg.b import X\n"})
     report = _impact(tmp_path, bare, "v1..v2", down)
     assert [c["action"] for c in _couplings(report, "plugin/use.py:1")] == ["Shim"]
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_release_mode_reads_moves_from_the_symbol_diffs_indexes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cached: bool
+) -> None:
+    # a release diff (two revisions, no history) hands the symbol diff's indexes to the
+    # module-move step, from memory (--no-cache) or from the cache: the same moves either way
+    monkeypatch.setenv("INSTEP_CACHE_DIR", str(tmp_path / "cache"))
+    init = "from pkg.sub.old import Gone\nfrom pkg.sub.kept import Kept\n"
+    up = _upstream(
+        tmp_path,
+        {
+            "pkg/sub/__init__.py": init,
+            "pkg/sub/old.py": "class Gone:\n    pass\n",
+            "pkg/sub/kept.py": "class Kept:\n    pass\n",
+            "pkg/b.py": CORE,
+        },
+    )
+    up.remove("pkg/sub/old.py")
+    up.write("pkg/sub/__init__.py", "from pkg.sub.kept import Kept\n")
+    up.move("pkg/b.py", "pkg/_impl/b.py")
+    up.commit("Drop Gone, move b")
+    up.tag("v2")
+    use = "from pkg.sub import Gone, Kept\nfrom pkg.b import make_x\n"
+    down = _downstream(tmp_path, {"plugin/use.py": use})
+    out = tmp_path / "impact.json"
+    args = ["impact", "--upstream-old", f"{up.path}@v1", "--upstream-new", f"{up.path}@v2"]
+    args += ["--downstream", str(down), "--format", "json", "--out", str(out)]
+    assert cli_run(args + ([] if cached else ["--no-cache"])) == 0
+    report = json.loads(out.read_text(encoding="utf-8"))
+    found = {(c["upstream"], c["action"]) for c in _couplings(report, "plugin/use.py:1")}
+    assert ("pkg/sub/__init__.py::Gone", "Shim") in found
+    assert not any(u.endswith("::Kept") for u, _ in found)
+    moved = {(c["upstream"], c["action"]) for c in _couplings(report, "plugin/use.py:2")}
+    assert ("pkg/b.py::make_x", "Shim") in moved
+    details = [ch["detail"] for u in report["units"] for ch in u["changes"]]
+    assert any("pkg/b.py (defined make_x) moved to pkg/_impl/b.py" in d for d in details)

@@ -314,8 +314,12 @@ class _Analysis:
         from instep.impact.upstream import module_moves
 
         new_side = None
+        index_of = module_moves.index_of_bytes
         if self.mode == "release":  # a release's moves land in other units' files
-            new_side = module_moves.NewSide(f for u in raw for f in u.files if f.old is None)
+            index_of = self._diffed_index
+            new_side = module_moves.NewSide(
+                (f for u in raw for f in u.files if f.old is None), index_of
+            )
         for u, changes in zip(raw, per_unit, strict=True):
             if self.mode == "release":
                 where = str(self.labels["new"])
@@ -323,8 +327,14 @@ class _Analysis:
                 where = f"commit {u.commit[:12]}" + (f" (#{u.pr})" if u.pr else "")
             else:
                 where = f"patch {u.id}"
-            gone = module_moves.gone_names(u.files, self.stage_of, where, new_side)
+            gone = module_moves.gone_names(u.files, self.stage_of, where, new_side, index_of)
             module_moves.merge(changes, gone)
+
+    def _diffed_index(self, f, side: str):
+        """A release: the symbol diff's index of a file's old or new side (from memory or
+        the cache; made again only when evicted), None when absent or unreadable."""
+        index = self.version_diff.index(f.path, side)
+        return None if index is None or index.error is not None else index
 
     @staticmethod
     def _unit(u: _RawUnit, changes: list[SymbolChange]) -> UpstreamChange:

@@ -18,7 +18,8 @@ it, or a module ``__getattr__``) is not gone. A package ``__init__`` that stays 
 importing a public name loses that re-export: the name is gone at the package's path too.
 Whether the range's end still has it is left
 to the join (``Join.by_name`` asks the resolver of the new upstream). Nothing here reads
-the downstream or decides a verdict.
+the downstream or decides a verdict. The indexes are made here from the file's bytes
+unless the caller passes ``index_of`` (a release: the symbol diff has them already).
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ from instep.pyindex.model import SymbolKind, module_of
 from instep.pyindex.symbols import FileIndex
 
 MOVED_SHARE = 0.5  # an added file holding at least this share of the old names: "moved to"
+
+# the index of a file change's 'old' or 'new' side, None when absent or unreadable
+IndexOf = Callable[[FileChange, str], "FileIndex | None"]
 
 
 def _top_names(index: FileIndex) -> dict[str, SymbolKind | None]:
@@ -54,14 +58,21 @@ def _index(path: str, data: bytes | None) -> FileIndex | None:
     return None if index.error is not None else index
 
 
+def index_of_bytes(f: FileChange, side: str) -> FileIndex | None:
+    """The default :data:`IndexOf`: index the side's bytes now."""
+    if side == "old":
+        return _index(f.old_path or f.path, f.old)
+    return _index(f.path, f.new)
+
+
 class NewSide:
     """The modules a unit (a commit, or a whole release diff) adds or rewrites."""
 
-    def __init__(self, files: Iterable[FileChange]) -> None:
+    def __init__(self, files: Iterable[FileChange], index_of: IndexOf = index_of_bytes) -> None:
         self.by_module: dict[str, FileIndex] = {}
         for f in files:
             if f.new is not None and f.path.endswith(".py"):
-                index = _index(f.path, f.new)
+                index = index_of(f, "new")
                 if index is not None:
                     self.by_module[module_of(f.path)] = index
 
@@ -107,6 +118,7 @@ def gone_names(
     stage_of: Callable[[str], Stage],
     where: str,
     new_side: NewSide | None = None,
+    index_of: IndexOf = index_of_bytes,
 ) -> list[SymbolChange]:
     """REMOVED changes at the old path for each name of a module that is gone (callers
     merge them with the symbol diff's own REMOVED changes of the same ref: :func:`merge`).
@@ -115,7 +127,7 @@ def gone_names(
     new side). ``where``: the unit, as the rationale names it ('commit 82dc6f32f864
     (#785)'). ``new_side``: the added files to look for new homes in (default: this unit's).
     """
-    new_side = new_side if new_side is not None else NewSide(files)
+    new_side = new_side if new_side is not None else NewSide(files, index_of)
     out: list[SymbolChange] = []
     for f in files:
         if f.old is None:
@@ -125,11 +137,11 @@ def gone_names(
         elif f.new is None:
             old_path, renamed_to = f.path, None
         else:
-            out.extend(_dropped_reexports(f, stage_of, where, new_side))
+            out.extend(_dropped_reexports(f, stage_of, where, new_side, index_of))
             continue
         if not old_path.endswith(".py"):
             continue
-        old_index = _index(old_path, f.old)
+        old_index = index_of(f, "old")
         if old_index is None:
             continue
         module = module_of(old_path)
@@ -159,7 +171,11 @@ def gone_names(
 
 
 def _dropped_reexports(
-    f: FileChange, stage_of: Callable[[str], Stage], where: str, new_side: NewSide
+    f: FileChange,
+    stage_of: Callable[[str], Stage],
+    where: str,
+    new_side: NewSide,
+    index_of: IndexOf = index_of_bytes,
 ) -> list[SymbolChange]:
     """A package ``__init__`` that stays but stops importing a name: ``from a import X``
     breaks as surely as when ``a/__init__.py`` is deleted (werkzeug 2.1.0's
@@ -167,7 +183,7 @@ def _dropped_reexports(
     from a plain module is its own business, not an exported name."""
     if not f.path.endswith("/__init__.py"):
         return []
-    old_index, new_index = _index(f.path, f.old), _index(f.path, f.new)
+    old_index, new_index = index_of(f, "old"), index_of(f, "new")
     if old_index is None or new_index is None or "__getattr__" in new_index.symbols:
         return []
     kept = set(_top_names(new_index))
