@@ -18,7 +18,9 @@ often a coupled symbol changes anyway. Nothing is imported or executed.
 
 Usage: python validation/impact_adaptations.py [--cache DIR] [--json OUT] [--places OUT]
 [--upstream OLD NEW] [--downstream OLD NEW] (default: torch 2.13.0 / 2.14.1, torch-npu
-2.13.0 / 2.14.0; the wheels come through pip download).
+2.13.0 / 2.14.0; the wheels come through pip download). Each OLD / NEW is anything
+``instep impact`` reads: a pip spec, a wheel, or a source directory (two checkouts of a
+backend, e.g. ``git archive`` of a commit and of its parent).
 """
 
 from __future__ import annotations
@@ -97,8 +99,21 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "instep")
     ap.add_argument("--json", type=Path, help="write the per-symbol table here")
     ap.add_argument("--places", type=Path, help="write the Test places by priority here")
-    ap.add_argument("--upstream", nargs=2, default=(UP_OLD, UP_NEW), metavar=("OLD", "NEW"))
-    ap.add_argument("--downstream", nargs=2, default=(DOWN_OLD, DOWN_NEW), metavar=("OLD", "NEW"))
+    ap.add_argument(
+        "--upstream",
+        nargs=2,
+        default=(UP_OLD, UP_NEW),
+        metavar=("OLD", "NEW"),
+        help=f"upstream pair: pip specs, wheels or directories (default {UP_OLD} {UP_NEW})",
+    )
+    ap.add_argument(
+        "--downstream",
+        nargs=2,
+        default=(DOWN_OLD, DOWN_NEW),
+        metavar=("OLD", "NEW"),
+        help="downstream before and after its adaptation: pip specs, wheels or source "
+        f"directories (default {DOWN_OLD} {DOWN_NEW})",
+    )
     args = ap.parse_args()
 
     report = analyse(
@@ -135,7 +150,7 @@ def main() -> None:
     old_v, new_v = (spec.split("==")[-1] for spec in args.downstream)
     print(f"downstream symbols adapted {old_v} -> {new_v}: {len(adapted)}")
     print(
-        f"torch_npu symbols holding a coupling: {len(coupled)}; adapted: "
+        f"downstream symbols holding a coupling: {len(coupled)}; adapted: "
         f"{len(coupled & adapted)} ({base:.1%}, the base rate)"
     )
     groups = [
