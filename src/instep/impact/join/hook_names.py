@@ -30,14 +30,13 @@ from __future__ import annotations
 import ast
 import re
 import textwrap
-from bisect import bisect_left
 from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 
 from instep.impact.downstream.subclasses import members_defined
-from instep.impact.join.breaking_path import UpstreamCalls
+from instep.impact.join.breaking_path import UpstreamCalls, holds_needle, needle_lines
 from instep.impact.join.call_conditions import on_backend
 from instep.impact.join.matchers import Join
 from instep.impact.join.skipped_init import SkippedInit, unconditional_self_reads
@@ -148,10 +147,10 @@ class _Reads(ast.NodeVisitor):
         self.needles = (*(() if calls_only else ("attr(",)), *(call_names or ()))
         # calls only, with the file's bytes: the lines holding a needle, sorted; a statement
         # (a def or class with its decorators) that spans none holds no call wanted and is
-        # not visited (the parser's lines: ``lines`` may have more, see _needle_lines)
+        # not visited (the parser's lines: ``lines`` may have more, see needle_lines)
         self.hits: list[int] | None = None
         if calls_only and lines is not None and call_names is not None and text is not None:
-            self.hits = _needle_lines(text, self.needles)
+            self.hits = needle_lines(text, self.needles)
         self.classes: list[str] = []
         self.defs: list[str] = []
         self.conds: list[list[str]] = [[]]
@@ -161,7 +160,7 @@ class _Reads(ast.NodeVisitor):
         if self.lines is None or self.call_names is None:
             return False
         if self.hits is not None:
-            return not self._holds_needle(node)
+            return not holds_needle(self.hits, node)
         start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
         text = "\n".join(self.lines[start - 1 : node.end_lineno])
         return not any(n in text for n in self.needles)
@@ -210,21 +209,13 @@ class _Reads(ast.NodeVisitor):
         break) the rest of the block runs only under ``c``, as if inside ``if c:``."""
         pushed = 0
         for stmt in stmts:
-            if self.hits is None or self._holds_needle(stmt):
+            if self.hits is None or holds_needle(self.hits, stmt):
                 self.visit(stmt)
             guard = _early_exit(stmt) if isinstance(stmt, ast.If) else None
             if guard is not None:
                 self.conds[-1].append(guard)
                 pushed += 1
         del self.conds[-1][len(self.conds[-1]) - pushed :]
-
-    def _holds_needle(self, stmt: ast.stmt) -> bool:
-        """Does a line of ``stmt`` (with its decorators) hold a needle? (``hits`` set)"""
-        assert self.hits is not None
-        decorators = getattr(stmt, "decorator_list", None)
-        start = min([stmt.lineno, *(d.lineno for d in decorators)]) if decorators else stmt.lineno
-        k = bisect_left(self.hits, start)
-        return k < len(self.hits) and self.hits[k] <= (stmt.end_lineno or stmt.lineno)
 
     def visit_BoolOp(self, node: ast.BoolOp) -> None:
         """``a and f()`` calls ``f`` only if ``a``; ``a or f()`` only if not ``a``."""
@@ -281,24 +272,6 @@ class _Reads(ast.NodeVisitor):
 
 
 _LEAVES = (ast.Return, ast.Raise, ast.Continue, ast.Break)
-
-
-def _needle_lines(text: bytes, needles: tuple[str, ...]) -> list[int]:
-    """The numbers of the lines of ``text`` (a file's bytes) holding one of ``needles``,
-    sorted (a needle never spans lines). Lines as the parser counts them: a form feed or
-    a U+2028 in a comment breaks no line here (``str.splitlines`` breaks there)."""
-    if b"\r" in text:
-        text = text.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-    hits: set[int] = set()
-    for needle in (n.encode() for n in needles):
-        at, line, counted = text.find(needle), 1, 0
-        while at != -1:
-            line += text.count(b"\n", counted, at)
-            counted = at
-            hits.add(line)
-            end = text.find(b"\n", at)  # the next needle on a later line
-            at = text.find(needle, end) if end != -1 else -1
-    return sorted(hits)
 
 
 def _label(cond) -> str:
