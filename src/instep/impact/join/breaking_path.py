@@ -42,6 +42,7 @@ import ast
 import functools
 import re
 import sysconfig
+from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
@@ -130,6 +131,7 @@ class _Sites(call_conditions.GuardedVisitor):
         names: frozenset[str],
         lines: list[str] | None = None,
         conditions: dict[tuple[int, int], dict[str, str]] | None = None,
+        text: bytes | None = None,
     ) -> None:
         super().__init__()
         self.path = path
@@ -138,6 +140,8 @@ class _Sites(call_conditions.GuardedVisitor):
         self.conditions = {} if conditions is None else conditions
         # with the file's lines, a def or class whose text names none of ``names`` is skipped
         self.lines = None if lines is None or SELF_CONSTRUCTION in names else lines
+        # with its bytes too, any statement whose lines (the parser's) name none is skipped
+        self.hits = needle_lines(text, tuple(names)) if self.lines and text else None
         self.stack: list[tuple[str, str]] = []  # ('class'|'def', name)
         self.out: dict[str, list[CallSite]] = {n: [] for n in names}
         self.conditional: list[dict[str, str]] = [{}]
@@ -145,9 +149,18 @@ class _Sites(call_conditions.GuardedVisitor):
     def unmet(self, test: ast.expr) -> str | None:
         return call_conditions.never_met(test, self.conditional[-1])
 
+    def visit(self, node: ast.AST) -> None:
+        if (
+            self.hits is not None
+            and isinstance(node, ast.stmt)
+            and not holds_needle(self.hits, node)
+        ):
+            return  # no call of the names in it: nothing to record, no state left changed
+        super().visit(node)
+
     def _names_none(self, node: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-        if self.lines is None:
-            return False
+        if self.lines is None or self.hits is not None:
+            return False  # without lines nothing is skipped; with hits, visit() skipped it
         start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
         text = "\n".join(self.lines[start - 1 : node.end_lineno])
         return not any(n in text for n in self.names)
@@ -224,6 +237,33 @@ class _Sites(call_conditions.GuardedVisitor):
         self.generic_visit(node)
 
 
+def needle_lines(text: bytes, needles: tuple[str, ...]) -> list[int]:
+    """The numbers of the lines of ``text`` (a file's bytes) holding one of ``needles``,
+    sorted (a needle never spans lines). Lines as the parser counts them: a form feed or
+    a U+2028 in a comment breaks no line here (``str.splitlines`` breaks there)."""
+    if b"\r" in text:
+        text = text.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    hits: set[int] = set()
+    for needle in (n.encode() for n in needles):
+        at, line, counted = text.find(needle), 1, 0
+        while at != -1:
+            line += text.count(b"\n", counted, at)
+            counted = at
+            hits.add(line)
+            end = text.find(b"\n", at)  # the next needle on a later line
+            at = text.find(needle, end) if end != -1 else -1
+    return sorted(hits)
+
+
+def holds_needle(hits: list[int], stmt: ast.stmt) -> bool:
+    """Does a line of ``stmt`` (a def's or class's decorators included) hold a needle?
+    ``hits``: :func:`needle_lines`."""
+    decorators = getattr(stmt, "decorator_list", None)
+    start = min([stmt.lineno, *(d.lineno for d in decorators)]) if decorators else stmt.lineno
+    k = bisect_left(hits, start)
+    return k < len(hits) and hits[k] <= (stmt.end_lineno or stmt.lineno)
+
+
 def _parse(data: bytes | None, path: str) -> ast.Module | None:
     """The syntax tree of a file's bytes; None when absent or not Python."""
     if data is None:
@@ -289,7 +329,8 @@ class UpstreamCalls:
             tree = self._tree(p)
             if tree is None:
                 continue
-            visitor = _Sites(p, here, self.lines(p), self._conditions.setdefault(p, {}))
+            conditions = self._conditions.setdefault(p, {})
+            visitor = _Sites(p, here, self.lines(p), conditions, t)
             visitor.visit(tree)
             for n in here:
                 found[n].extend(visitor.out[n])
@@ -365,7 +406,8 @@ class UpstreamCalls:
                 tree = self._tree(p)
                 if tree is not None:
                     conditions = self._conditions.setdefault(p, {})
-                    visitor = _Sites(p, frozenset({name}), self.lines(p), conditions)
+                    text = self._all_texts().get(p)
+                    visitor = _Sites(p, frozenset({name}), self.lines(p), conditions, text)
                     visitor.visit(tree)
                     out.extend(visitor.out[name])
             self._memo[key] = out

@@ -76,6 +76,7 @@ class ForkGaps:
         self._copies: dict[str, dict[str, str]] = defaultdict(dict)
         self.read_down = read_down  # downstream path -> bytes: to tell a delegation from a copy
         self._delegations: dict[str, frozenset[str]] = {}  # path -> qualnames of delegations
+        self._cmap: dict | None = None  # the downstream class map, made once (_class_map)
 
     def match(self, fork_refs: list[Reference], all_refs: list[Reference]) -> int:
         """Add the couplings; how many."""
@@ -95,7 +96,7 @@ class ForkGaps:
             return 0
         classes, files = self._forked(fork_refs)
         swaps = self._swaps(all_refs)
-        cmap = self.down._class_map()
+        cmap = self._class_map()
         if self.calls is not None:  # the calls of every member a fork may lack: one pass
             self.calls.prefetch(
                 c.qualname.split(".")[1] for _, up in classes for _, c in added_methods.get(up, ())
@@ -210,8 +211,15 @@ class ForkGaps:
 
     def _where(self, fork: str) -> tuple[str, str]:
         """(path, qualname prefix of its members) of a fork: a downstream class or file."""
-        info = self.down._class_map().get(fork)
+        info = self._class_map().get(fork)
         return (info.path, f"{info.qualname}.") if info is not None else (fork, "")
+
+    def _class_map(self) -> dict:
+        """The downstream index's class map (module.qualname -> class, bases resolved),
+        made once: the index does not change during the join."""
+        if self._cmap is None:
+            self._cmap = self.down._class_map()
+        return self._cmap
 
     def _delegating(self, path: str) -> frozenset[str]:
         """Qualnames of the defs in the downstream file ``path`` whose body (past a
@@ -264,7 +272,7 @@ class ForkGaps:
         that fork each other, with a short note of the evidence."""
         by_class: dict[tuple[str, tuple[str, str]], set[str]] = defaultdict(set)
         by_file: dict[tuple[str, str], set[str]] = defaultdict(set)
-        cmap = self.down._class_map()
+        cmap = self._class_map()
         anc = self.down.classes()
         for r in fork_refs:
             fi = self.down.files.get(r.path)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from instep.impact.downstream.subclasses import members_defined
-from instep.impact.join.breaking_path import UpstreamCalls
+from instep.impact.join.breaking_path import UpstreamCalls, holds_needle, needle_lines
 from instep.impact.join.call_conditions import on_backend
 from instep.impact.join.matchers import Join
 from instep.impact.join.skipped_init import SkippedInit, unconditional_self_reads
@@ -54,6 +54,9 @@ _MAX_SITES = 200
 _BODIES = frozenset({"body", "handlers", "orelse", "finalbody", "cases"})
 # a string read as text: (receiver, name); only files with a new one are parsed
 _TEXT_READ = re.compile(r"""\b(?:get|has)attr\(\s*([\w.()]+?)\s*,\s*["'](\w+)["']""")
+# the names read as attributes (``x.name``, ``x.\\n name``, a comment between in brackets):
+# a call ``x.name(…)`` is in a file only if ``name`` is one of them (ASCII names)
+_ATTRIBUTE = re.compile(rb"\.(?:\s|\\|#[^\r\n]*)*([A-Za-z_]\w*)")
 
 
 def load_handles() -> dict[str, str]:
@@ -133,6 +136,7 @@ class _Reads(ast.NodeVisitor):
         call_names: frozenset[str] | None = frozenset(),
         lines: list[str] | None = None,
         calls_only: bool = False,
+        text: bytes | None = None,
     ) -> None:
         self.path = path
         self.call_names = call_names
@@ -141,6 +145,12 @@ class _Reads(ast.NodeVisitor):
         # calls only: getattr/hasattr reads are not wanted, nor the defs only they name
         self.calls_only = calls_only
         self.needles = (*(() if calls_only else ("attr(",)), *(call_names or ()))
+        # calls only, with the file's bytes: the lines holding a needle, sorted; a statement
+        # (a def or class with its decorators) that spans none holds no call wanted and is
+        # not visited (the parser's lines: ``lines`` may have more, see needle_lines)
+        self.hits: list[int] | None = None
+        if calls_only and lines is not None and call_names is not None and text is not None:
+            self.hits = needle_lines(text, self.needles)
         self.classes: list[str] = []
         self.defs: list[str] = []
         self.conds: list[list[str]] = [[]]
@@ -149,6 +159,8 @@ class _Reads(ast.NodeVisitor):
     def _skip(self, node) -> bool:
         if self.lines is None or self.call_names is None:
             return False
+        if self.hits is not None:
+            return not holds_needle(self.hits, node)
         start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
         text = "\n".join(self.lines[start - 1 : node.end_lineno])
         return not any(n in text for n in self.needles)
@@ -197,7 +209,8 @@ class _Reads(ast.NodeVisitor):
         break) the rest of the block runs only under ``c``, as if inside ``if c:``."""
         pushed = 0
         for stmt in stmts:
-            self.visit(stmt)
+            if self.hits is None or holds_needle(self.hits, stmt):
+                self.visit(stmt)
             guard = _early_exit(stmt) if isinstance(stmt, ast.If) else None
             if guard is not None:
                 self.conds[-1].append(guard)
@@ -392,6 +405,7 @@ class HookNames:
         self._down_name: dict[tuple[str, str], str] = {}  # (path, qualname) -> module.qualname
         self._handed: dict[UpClass, frozenset[str]] | None = None
         self._callers: dict[str, list[Read] | None] = {}
+        self._attributes: dict[str, frozenset[bytes]] = {}  # path -> names read as attributes
         self._supers: dict[tuple[str, str], set[str]] | None = None
         self.skipped = SkippedInit(self.resolver, self._tree, self._down_tree, {})
 
@@ -783,20 +797,22 @@ class HookNames:
         (``V.graph.device_ops``), only in the defs whose text names it; each file parsed
         once."""
         assert self.calls is not None
-        handles = {h.split("(", 1)[0].encode() for h in self.handles}
-        raws = [(n, n.encode(), mods) for n, mods in where.items()]
+        handles = _shortest({h.split("(", 1)[0].encode() for h in self.handles})
+        raws = [(n, n.encode()) for n in where]
+        by_module: dict[str, list[tuple[str, bytes]]] = defaultdict(list)
+        for n, raw in raws:
+            for mod in where[n]:
+                by_module[mod].append((n, raw))
         for path, text in self.calls.texts().items():
-            module = module_of(path)
             handled = any(h in text for h in handles)
-            here = frozenset(
-                n for n, raw, mods in raws if (handled or module in mods) and raw in text
-            )
+            named = raws if handled else by_module.get(module_of(path), ())
+            here = self._called_in(path, text, frozenset(n for n, raw in named if raw in text))
             # trees not parsed yet are not kept: this pass visits many files once each
             tree = self.calls.tree(path, keep=False) if here else None
             if tree is None:
                 continue
             lines = self.calls.lines(path, keep=False)
-            reads = _reads_in_tree(path, tree, here, lines, True)
+            reads = _reads_in_tree(path, tree, here, lines, True, text)
             if any(r.caller and "." in r.caller for _, r in reads):
                 self.calls.keep(path, tree, lines)  # _callers_of reads it for the method's callers
             for name, r in reads:
@@ -805,6 +821,19 @@ class HookNames:
                     self._reads_of[name].append(
                         Read(r.at, text_, r.receiver, "call", r.condition, r.caller, r.cls)
                     )
+
+    def _called_in(self, path: str, text: bytes, names: frozenset[str]) -> frozenset[str]:
+        """The names of ``names`` that ``text`` (the file at ``path``) reads as attributes
+        (a call ``x.name(…)`` is such a read): the others have no call to find there, and
+        a file left with none is not parsed. A name that is no ASCII identifier is kept."""
+        if not names:
+            return names
+        if path not in self._attributes:
+            self._attributes[path] = frozenset(_ATTRIBUTE.findall(text))
+        read = self._attributes[path]
+        return frozenset(
+            n for n in names if n.encode() in read or not (n.isascii() and n.isidentifier())
+        )
 
     def _reaches(self, r: Read, info, mro: list[UpClass], defined: frozenset[str]) -> bool:
         path = r.at.rsplit(":", 1)[0]
@@ -894,6 +923,9 @@ class HookNames:
             if raw not in text:
                 continue
             uses = len(word.findall(text)) - len(re.findall(rb"def\s+" + raw + rb"\b", text))
+            if uses and not self._called_in(path, text, frozenset({name})):
+                out = None  # used, and no call of it here (as if parsed and none found)
+                break
             tree = self.calls.tree(path) if self.calls is not None else None
             if tree is None:
                 out = None
@@ -903,7 +935,7 @@ class HookNames:
             found = [
                 r
                 for n, r in _reads_in_tree(
-                    path, tree, frozenset({name}), self.calls.lines(path), True
+                    path, tree, frozenset({name}), self.calls.lines(path), True, text
                 )
                 if n == name and r.how == "call"
             ]
@@ -1029,13 +1061,22 @@ class HookNames:
         )
 
 
+def _shortest(needles: set[bytes]) -> list[bytes]:
+    """``needles`` less those holding another (a text holds one of them iff it holds one
+    of these)."""
+    return sorted(n for n in needles if not any(m != n and m in n for m in needles))
+
+
 def _reads_in_tree(
     path: str,
     tree: ast.Module,
     names: frozenset[str] | None,
     lines=None,
     calls_only: bool = False,
+    text: bytes | None = None,
 ):
-    v = _Reads(path, names, lines, calls_only)
+    """The reads of ``names`` in ``tree``; ``lines`` and ``text`` (the file's bytes) let
+    the visit skip what cannot hold one (:class:`_Reads`)."""
+    v = _Reads(path, names, lines, calls_only, text)
     v.visit(tree)
     return v.out
