@@ -26,6 +26,7 @@ from instep.impact.join.facts import (
     override_facts,
     registration_facts,
 )
+from instep.impact.join.renamed_classes import RenamedClasses
 from instep.impact.join.verdicts import decide
 from instep.impact.model import (
     ChangeKind,
@@ -102,6 +103,7 @@ class Join:
         self.new_version = new_version
         self.names_in = names_in  # attribute names and quoted identifiers of a file
         self.dead_fallback = DeadFallback(resolver, roots)
+        self.renamed_classes = RenamedClasses(units, resolver)
         self.by_dotted: dict[str, list[Hit]] = defaultdict(list)
         self.by_class: dict[str, list[Hit]] = defaultdict(list)
         self.by_key: dict[str, list[Hit]] = defaultdict(list)
@@ -264,6 +266,8 @@ class Join:
         for i, c in direct:
             if still_there and c.kind in (ChangeKind.REMOVED, ChangeKind.RENAMED):
                 continue  # moved or now inherited: the name the downstream uses still works
+            if self.renamed_classes.survives(target, c) is not None:
+                continue  # a member of a renamed class: the class name is the one break
             extra = override_facts(c, r, self.resolver, self.overridden) | {"called_directly"}
             extra |= assignment_facts(c, r, self.resolver)
             self.add(i, c, r, chain=[c.ref, f"{r.kind} at {r.at}"], extra=extra)
