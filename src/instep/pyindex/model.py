@@ -108,3 +108,5 @@ class Symbol(Qualified):
     value: str | None = None  # assignments: unparsed value (truncated for huge literals)
     calls: frozenset[str] = frozenset()  # names / attribute chains called in the body
     registrations: tuple[Registration, ...] = ()
+    # blocks: names a def or class binds in any branch of a module-level if/try (sorted)
+    binds: tuple[str, ...] = ()

@@ -93,6 +93,13 @@ class FileIndex:
     def module(self) -> str:
         return module_of(self.path)
 
+    def bound_in_block(self, name: str) -> Symbol | None:
+        """The module-level ``if``/``try`` block one of whose branches defines ``name``."""
+        for sym in self.symbols.values():
+            if name in sym.binds:
+                return sym
+        return None
+
     def members(self, qualname: str) -> list[Symbol]:
         """Symbols directly or indirectly inside ``qualname`` (methods of a class, ...)."""
         prefix = qualname + "."
@@ -636,6 +643,7 @@ class _Indexer:
                 body_hash=_digest(tokens),
                 calls=_call_names(funcs),
                 registrations=tuple(regs),
+                binds=_branch_definitions(stmt),
             )
         )
 
@@ -688,6 +696,29 @@ class _Indexer:
         else:
             head = _unparse(stmt, BLOCK_NAME_CHARS).split("\n", 1)[0]
         return f"<{_short(head, BLOCK_NAME_CHARS)}>"
+
+
+def _branch_definitions(stmt: ast.stmt) -> tuple[str, ...]:
+    """Names a def or class binds in any branch of an ``if``/``try`` (nested ones too):
+    ``if TYPE_CHECKING: ... else: def is_compiling()`` binds ``is_compiling`` whichever
+    branch runs. The body of ``if TYPE_CHECKING:`` never runs: it binds nothing. Other
+    statements bind nothing here."""
+    names: set[str] = set()
+    todo = [stmt]
+    while todo:
+        s = todo.pop()
+        if isinstance(s, (*_DEFS, ast.ClassDef)):
+            names.add(s.name)
+        elif isinstance(s, ast.If) and _unparse(s.test).endswith("TYPE_CHECKING"):
+            todo.extend(s.orelse)
+        elif isinstance(s, (ast.If, ast.Try)) or type(s).__name__ == "TryStar":
+            for block in ("body", "orelse", "finalbody"):
+                todo.extend(getattr(s, block, ()))
+            for h in getattr(s, "handlers", ()):
+                todo.extend(h.body)
+    if not isinstance(stmt, (ast.If, ast.Try)) and type(stmt).__name__ != "TryStar":
+        return ()
+    return tuple(sorted(names))
 
 
 # ---------------------------------------------------------------- assembling an index

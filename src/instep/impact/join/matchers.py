@@ -18,6 +18,7 @@ from collections import defaultdict
 from collections.abc import Callable
 
 from instep.impact.join import breaking_path
+from instep.impact.join.extension_bases import ExtensionBases
 from instep.impact.join.facts import (
     DeadFallback,
     assignment_facts,
@@ -26,6 +27,7 @@ from instep.impact.join.facts import (
     override_facts,
     registration_facts,
 )
+from instep.impact.join.renamed_classes import RenamedClasses
 from instep.impact.join.verdicts import decide
 from instep.impact.model import (
     ChangeKind,
@@ -102,6 +104,8 @@ class Join:
         self.new_version = new_version
         self.names_in = names_in  # attribute names and quoted identifiers of a file
         self.dead_fallback = DeadFallback(resolver, roots)
+        self.renamed_classes = RenamedClasses(units, resolver)
+        self._extension_bases: ExtensionBases | None = None  # built once probes is set
         self.by_dotted: dict[str, list[Hit]] = defaultdict(list)
         self.by_class: dict[str, list[Hit]] = defaultdict(list)
         self.by_key: dict[str, list[Hit]] = defaultdict(list)
@@ -264,9 +268,21 @@ class Join:
         for i, c in direct:
             if still_there and c.kind in (ChangeKind.REMOVED, ChangeKind.RENAMED):
                 continue  # moved or now inherited: the name the downstream uses still works
+            if self.renamed_classes.survives(target, c) is not None:
+                continue  # a member of a renamed class: the class name is the one break
             extra = override_facts(c, r, self.resolver, self.overridden) | {"called_directly"}
             extra |= assignment_facts(c, r, self.resolver)
-            self.add(i, c, r, chain=[c.ref, f"{r.kind} at {r.at}"], extra=extra)
+            why = ""
+            if c.kind is ChangeKind.REMOVED and c.symbol_kind is SymbolKind.METHOD:
+                why = self.extension_bases().declares(*target.rsplit(".", 1)) or ""
+                extra |= {"declared_by_extension_base"} if why else frozenset()
+            self.add(i, c, r, chain=[c.ref, f"{r.kind} at {r.at}"], extra=extra, evidence=why)
+
+    def extension_bases(self) -> ExtensionBases:
+        """Members inherited from extension types, read from the new side's stubs."""
+        if self._extension_bases is None:
+            self._extension_bases = ExtensionBases(self.resolver, self.probes)
+        return self._extension_bases
 
     def class_members(self, cls: tuple[str, str], r: Reference) -> None:
         """A member of a class the downstream uses or subclasses changed (ancestors too)."""

@@ -157,6 +157,42 @@ class ProbeOutcomes:
                 return True
         return False
 
+    def star_sources(self, side: str, module: str) -> list[str]:
+        """Modules that ``module``'s source star-imports at module level, in any branch of
+        an ``if``/``try`` too (``from torch._C import *`` sits in an ``if``/``else`` of
+        ``torch/__init__.py``), absolute; [] when its file cannot be read."""
+        path = self._module_file(side, module.split("."), ".py")
+        got = self._tree(side, path) if path else None
+        if got is None:
+            return []
+        package = module if path.endswith("__init__.py") else module.rpartition(".")[0]  # type: ignore[union-attr]
+        out: list[str] = []
+        todo = list(got[0].body)
+        while todo:
+            node = todo.pop(0)
+            if isinstance(node, (ast.If, ast.Try)):
+                todo.extend([*node.body, *node.orelse, *getattr(node, "finalbody", ())])
+                todo.extend(s for h in getattr(node, "handlers", ()) for s in h.body)
+            elif isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                prefix = ".".join(base) if node.level else ""
+                name = node.module or ""
+                source = f"{prefix}.{name}".strip(".") if prefix else name
+                if source not in out:
+                    out.append(source)
+        return out
+
+    def stub_class(self, side: str, module: str, name: str) -> tuple[str, ast.ClassDef] | None:
+        """(stub path, class node) of ``class name`` in ``module``'s ``.pyi`` stubs."""
+        stub = self._module_file(side, module.split("."), ".pyi")
+        got = self._tree(side, stub) if stub else None
+        if got is None:
+            return None
+        for node in got[0].body:
+            if isinstance(node, ast.ClassDef) and node.name == name:
+                return stub, node  # type: ignore[return-value]
+        return None
+
     # -- deciding ---------------------------------------------------------------------
 
     def holds(self, probe: SourceProbe, side: str) -> bool | None:

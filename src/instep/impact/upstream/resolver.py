@@ -93,8 +93,9 @@ class UpstreamResolver:
 
     def reachable(self, dotted: str) -> str | None:
         """How a name the new module no longer defines still resolves, or None: the module
-        answers it through a module-level ``__getattr__``, or ``X.m`` where ``X = _X()``
-        became an instance of a class that has ``m``."""
+        answers it through a module-level ``__getattr__``, a def or class in a branch of a
+        module-level ``if``/``try`` binds it (``if TYPE_CHECKING: ... else: def f``), or
+        ``X.m`` where ``X = _X()`` became an instance of a class that has ``m``."""
         module, rest = self.split(dotted)
         idx = self.index(module) if module is not None and rest else None
         if idx is None or not rest:
@@ -102,6 +103,9 @@ class UpstreamResolver:
         symbols = idx.symbols  # type: ignore[attr-defined]
         if "." not in rest and "__getattr__" in symbols:
             return f"`{module}` answers missing names through its `__getattr__`"
+        block = idx.bound_in_block(rest) if "." not in rest else None  # type: ignore[attr-defined]
+        if block is not None:
+            return f"`{module}` still defines `{rest}` in a branch of `{block.qualname}`"
         head, _, member = rest.partition(".")
         sym = symbols.get(head)
         value = (sym.value or "") if sym is not None else ""
