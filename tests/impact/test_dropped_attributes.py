@@ -29,6 +29,11 @@ BUILDER_OLD = textwrap.dedent(
 
     class CppOptions(BuildOptionsBase):
         pass
+
+
+    class Config:
+        def __post_init__(self):
+            self._resolved = True
     """
 )
 BUILDER_NEW = textwrap.dedent(
@@ -50,11 +55,16 @@ BUILDER_NEW = textwrap.dedent(
 
     class CppOptions(BuildOptionsBase):
         pass
+
+
+    class Config:
+        def __post_init__(self):
+            self.resolved = True
     """
 )
 DOWN = textwrap.dedent(
     """
-    from torch._inductor.cpp_builder import BuildOptionsBase, CppOptions
+    from torch._inductor.cpp_builder import BuildOptionsBase, Config, CppOptions
 
 
     class Reads(CppOptions):
@@ -102,6 +112,26 @@ DOWN = textwrap.dedent(
     class StillSetUpstream(BuildOptionsBase):
         def state(self):
             return self._cache, self._flag, self._kept
+
+
+    class ClassDefault(BuildOptionsBase):
+        _definations = ()
+
+        def flags(self):
+            return self._definations
+
+
+    class SetElsewhere(BuildOptionsBase):
+        def prepare(self):
+            self._passthough_args = []
+
+        def flags(self):
+            return self._passthough_args
+
+
+    class Resolved(Config):
+        def value(self):
+            return self._resolved
     """
 )
 
@@ -160,8 +190,20 @@ def test_downstream_setters_and_upstream_setters_elsewhere_give_nothing(reads):
     owners = {owner.split(".")[0] for owner, _ in reads}
     # the downstream __init__ or the reading method sets it; another upstream method or a
     # class attribute gives it; an attribute the new __init__ still sets
-    assert not owners & {"SetsItself", "SetsFirst", "StillSetUpstream"}
-    assert owners == {"Reads", "Leaf", "Guarded", "Conditional"}
+    assert not owners & {"SetsItself", "SetsFirst", "StillSetUpstream", "ClassDefault"}
+    assert owners == {"Reads", "Leaf", "Guarded", "Conditional", "SetElsewhere", "Resolved"}
+
+
+def test_another_downstream_method_that_may_set_it_first_makes_it_test(reads):
+    c = reads[("SetElsewhere.flags", "self._passthough_args")]
+    assert (c["action"], c["rule"]) == ("Test", "inherited_attribute.read_guarded")
+    assert "`SetElsewhere.prepare` (torch_npu/_inductor/cpp_builder.py:" in c["evidence"]
+
+
+def test_an_attribute_post_init_stops_setting_is_coupled_too(reads):
+    c = reads[("Resolved.value", "self._resolved")]
+    assert c["action"] == "Shim" and "(now `resolved`)" in c["detail"]
+    assert "the old `Config.__post_init__` set it" in c["evidence"]
 
 
 def _def(src: str) -> ast.AST:
