@@ -26,6 +26,7 @@ from instep.impact.downstream.class_escapes import ClassEscapes
 from instep.impact.downstream.inductor_use import find_inductor_use
 from instep.impact.downstream.wholesale import find_swaps
 from instep.impact.join.breaking_path import UpstreamCalls
+from instep.impact.join.dropped_attributes import DroppedAttributes
 from instep.impact.join.fork_gaps import ForkGaps
 from instep.impact.join.fork_search import ForkSearch
 from instep.impact.join.hook_names import HookNames
@@ -529,6 +530,9 @@ class _Analysis:
         OpCouplings(join, units, self._lines_of).match(refs)
         self.stats["hook_name_couplings"] = HookNames(
             join, units, self._lines_of, down, calls, read_down=snap.read
+        ).match()
+        self.stats["inherited_attribute_couplings"] = DroppedAttributes(
+            join, units, self._lines_of, down, calls.tree, snap.read
         ).match()
         fork_refs = fork_refs_of()
         self.stats["fork_references"] = join.forks(fork_refs)

@@ -50,6 +50,8 @@ class CouplingKind(Vocab):
     OP_SCHEMA = "op_schema"  # an ATen overload named downstream x native_functions.yaml
     HIGHER_ORDER_OP = "higher_order_op"  # torch.ops.higher_order.X named downstream
     HOOK_NAME = "hook_name"  # a member upstream newly reads from a class the backend subclasses
+    # a downstream subclass reads self.<attr> that an upstream base __init__ no longer sets
+    INHERITED_ATTRIBUTE = "inherited_attribute"
 
 
 class _Ranked(Vocab):
