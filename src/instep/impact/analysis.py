@@ -506,19 +506,20 @@ class _Analysis:
         calls = UpstreamCalls(self.new.paths(), self.new.read)
         join = Join(units, self.resolver(), down.roots, self.new_version, self._names_in, calls)
         snap = self._downstream_snapshot()
-        join.swaps = tuple(find_swaps(snap.paths(), snap.read, join.resolver.module_paths))
-        join.op_arguments = OpArguments(self.new.paths(), self._new_index)
-        join.escapes = ClassEscapes(snap.paths(), snap.read, calls.texts)
-        join.probes = self._probes()
-        join.inductor = find_inductor_use(snap.paths(), snap.read)
         # fork detection reads only the changes and the downstream functions, hook names
         # the changes, the downstream classes and the resolver (not what references()
-        # sets): each runs in a forked child while this process matches the references
+        # sets): each runs in a forked child, started before the rest is set up, while this
+        # process sets up and matches the references
         search = ForkSearch(self.jobs, self.cache_root, self._lines_of)
         hooks = HookNames(join, units, self._lines_of, down, calls, read_down=snap.read)
         passes = forked_passes.start(
             self.jobs, {"fork detection": search.work(units, down), "hook names": hooks.find}
         )
+        join.swaps = tuple(find_swaps(snap.paths(), snap.read, join.resolver.module_paths))
+        join.op_arguments = OpArguments(self.new.paths(), self._new_index)
+        join.escapes = ClassEscapes(snap.paths(), snap.read, calls.texts)
+        join.probes = self._probes()
+        join.inductor = find_inductor_use(snap.paths(), snap.read)
         refs = list(down.references())
         self.stats["downstream_references"] = len(refs)
         if not refs and self.stats.get("downstream_files"):
