@@ -116,11 +116,13 @@ def main() -> None:
         for side, src in sides.items() if i % 2 == 0 else reversed(sides.items()):
             out = work / f"{side}-{i}.json"
             r = _one(src, args, out)
+            r["join_wall"] = json.loads(out.read_text("utf-8"))["stats"]["timings_s"]["join"]
             got[side].append(r)
             reports.append((f"{side} run {i + 1}", out))
             load = os.getloadavg()[0]
             print(
-                f"{side} run {i + 1}: join {r['join_cpu']:.2f} s CPU, whole analysis "
+                f"{side} run {i + 1}: join {r['join_cpu']:.2f} s CPU, {r['join_wall']:.2f} s "
+                f"wall, whole analysis "
                 f"{r['total_cpu']:.1f} s CPU (this process), peak RSS {r['rss_mib']:.0f} MiB, "
                 f"load {load:.1f}",
                 flush=True,
@@ -134,9 +136,12 @@ def main() -> None:
             print(f"{name}: the report differs from base run 1 at {len(diff)} place(s):")
             print("\n".join(f"  {d}" for d in diff[:20]))
     med = {s: statistics.median(r["join_cpu"] for r in rs) for s, rs in got.items()}
+    wall = {s: statistics.median(r["join_wall"] for r in rs) for s, rs in got.items()}
     print(
         f"join CPU, median: base {med['base']:.2f} s, head {med['head']:.2f} s, "
-        f"head/base {med['head'] / med['base']:.2f}; reports " + ("identical" if same else "DIFFER")
+        f"head/base {med['head'] / med['base']:.2f}; join wall, median: base "
+        f"{wall['base']:.2f} s, head {wall['head']:.2f} s, head/base "
+        f"{wall['head'] / wall['base']:.2f}; reports " + ("identical" if same else "DIFFER")
     )
     shutil.rmtree(work, ignore_errors=True)
     sys.exit(0 if same else 1)

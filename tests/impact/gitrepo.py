@@ -101,10 +101,11 @@ def impact_of_commit(
     message: str,
     downstream: dict[str, str],
     fmt: str = "json",
+    extra_args: tuple[str, ...] = (),
 ) -> Any:
     """As :func:`impact_of_one_commit`, for an upstream of several files: ``before``
     holds the files at v1, ``after`` the files the commit writes. Another ``fmt`` (md,
-    html) returns the report's text."""
+    html) returns the report's text; ``extra_args`` go to ``instep impact`` as well."""
     import json
 
     from instep.cli import run as cli_run
@@ -128,6 +129,6 @@ def impact_of_commit(
     out = root / f"impact.{fmt}"
     args = ["impact", "--upstream-git", str(up.path), "--range", "v1..v2"]
     args += ["--downstream", str(down), "--format", fmt, "--out", str(out), "--no-cache"]
-    assert cli_run(args) == 0
+    assert cli_run([*args, *extra_args]) == 0
     text = out.read_text(encoding="utf-8")
     return json.loads(text) if fmt == "json" else text

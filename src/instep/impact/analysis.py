@@ -25,11 +25,12 @@ from instep.errors import BadInput, MissingInput
 from instep.impact.downstream.class_escapes import ClassEscapes
 from instep.impact.downstream.inductor_use import find_inductor_use
 from instep.impact.downstream.wholesale import find_swaps
+from instep.impact.join import forked_passes
 from instep.impact.join.breaking_path import UpstreamCalls
 from instep.impact.join.dropped_attributes import DroppedAttributes
 from instep.impact.join.fork_gaps import ForkGaps
 from instep.impact.join.fork_search import ForkSearch
-from instep.impact.join.hook_names import HookNames
+from instep.impact.join.hook_names import HookNames, add_found
 from instep.impact.join.matchers import Join
 from instep.impact.join.op_arguments import OpArguments
 from instep.impact.join.op_couplings import OpCouplings
@@ -506,15 +507,20 @@ class _Analysis:
         calls = UpstreamCalls(self.new.paths(), self.new.read)
         join = Join(units, self.resolver(), down.roots, self.new_version, self._names_in, calls)
         snap = self._downstream_snapshot()
+        # fork detection reads only the changes and the downstream functions, hook names
+        # the changes, the downstream classes and the resolver (not what references()
+        # sets): each runs in a forked child, started before the rest is set up, while this
+        # process sets up and matches the references
+        search = ForkSearch(self.jobs, self.cache_root, self._lines_of)
+        hooks = HookNames(join, units, self._lines_of, down, calls, read_down=snap.read)
+        passes = forked_passes.start(
+            self.jobs, {"fork detection": search.work(units, down), "hook names": hooks.find}
+        )
         join.swaps = tuple(find_swaps(snap.paths(), snap.read, join.resolver.module_paths))
         join.op_arguments = OpArguments(self.new.paths(), self._new_index)
         join.escapes = ClassEscapes(snap.paths(), snap.read, calls.texts)
         join.probes = self._probes()
         join.inductor = find_inductor_use(snap.paths(), snap.read)
-        # fork detection reads only the changes and the downstream functions: it runs in a
-        # forked child while this process matches the references
-        search = ForkSearch(self.jobs, self.cache_root, self._lines_of)
-        fork_refs_of = search.start(units, down)
         refs = list(down.references())
         self.stats["downstream_references"] = len(refs)
         if not refs and self.stats.get("downstream_files"):
@@ -528,13 +534,12 @@ class _Analysis:
             )
         join.references(refs)
         OpCouplings(join, units, self._lines_of).match(refs)
-        self.stats["hook_name_couplings"] = HookNames(
-            join, units, self._lines_of, down, calls, read_down=snap.read
-        ).match()
+        # added where the pass ran before: the same order, the same keys kept
+        self.stats["hook_name_couplings"] = add_found(join, units, passes["hook names"]())
         self.stats["inherited_attribute_couplings"] = DroppedAttributes(
             join, units, self._lines_of, down, calls.tree, snap.read
         ).match()
-        fork_refs = fork_refs_of()
+        fork_refs = passes["fork detection"]()
         self.stats["fork_references"] = join.forks(fork_refs)
         self.stats["fork_gap_couplings"] = ForkGaps(
             join, units, down, calls, read_down=snap.read

@@ -3,7 +3,8 @@ upstream function (:mod:`instep.impact.downstream.forks` does the matching).
 
 :class:`ForkSearch` gathers the changed upstream functions' old and new text,
 fingerprints them and matches the downstream functions against them, over ``jobs``
-processes, caching the result by what it reads; :meth:`ForkSearch.start` runs all of it
+processes, caching the result by what it reads; :meth:`ForkSearch.start` (or
+:meth:`ForkSearch.work`, with other passes, through :mod:`forked_passes`) runs all of it
 in a forked child while the parent matches the other references. Which fork references
 count for which change is the join's (``matchers.Join.forks``).
 """
@@ -11,19 +12,16 @@ count for which change is the join's (``matchers.Join.forks``).
 from __future__ import annotations
 
 import itertools
-import logging
 import multiprocessing
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
+from instep.impact.join import forked_passes
 from instep.impact.join.matchers import BEHAVIOUR
 from instep.impact.model import Reference, SymbolChange, UpstreamChange
 from instep.pyindex.cache import ContentCache
 from instep.pyindex.model import SymbolKind
-
-log = logging.getLogger(__name__)
 
 Lines = tuple[list[str] | None, list[str] | None]
 
@@ -45,27 +43,21 @@ class ForkSearch:
     def start(self, units, down) -> Callable[[], list[Reference]]:
         """Start :meth:`refs` in a forked child when ``jobs`` > 1; the returned
         callable gives its result (computed here when no child can be forked)."""
-        from instep.impact.downstream import forks
+        return forked_passes.start(self.jobs, {"fork detection": self.work(units, down)})[
+            "fork detection"
+        ]
 
-        if self.jobs <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-            return lambda: self.refs(units, down, forks)
-        global _FORK_JOB
-        _FORK_JOB = (self, units, down)
-        pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"))
-        try:
-            pending = pool.submit(_fork_refs_job)  # forks now: the child sees _FORK_JOB
-        finally:
-            _FORK_JOB = None
-            pool.shutdown(wait=False)
+    def work(self, units, down) -> Callable[[], list[Reference]]:
+        """:meth:`refs` as a pass for :func:`forked_passes.start`."""
 
-        def result() -> list[Reference]:
-            try:
-                return pending.result()
-            except BrokenProcessPool:  # the child died (memory): do it here
-                log.warning("fork detection child died; detecting forks in this process")
-                return self.refs(units, down, forks)
+        def refs() -> list[Reference]:
+            from instep.impact.downstream import forks
 
-        return result
+            # in a child, the parent matches references for about a third of its time:
+            # the child's pools (fingerprints, then matching) use the cores meanwhile
+            return self.refs(units, down, forks)
+
+        return refs
 
     def refs(self, units, down, forks) -> list[Reference]:
         cands = []
@@ -137,20 +129,6 @@ class ForkSearch:
         finally:
             _FORK_MATCH = None
         return [r for part in parts for r in part]
-
-
-_FORK_JOB: tuple | None = None  # (analysis, units, downstream index) for the forked child
-
-
-def _fork_refs_job() -> list[Reference]:
-    """Body of the forked fork-detection child (state inherited through ``fork``)."""
-    from instep.impact.downstream import forks
-
-    assert _FORK_JOB is not None, "started without fork"
-    search, units, down = _FORK_JOB
-    # the parent matches references for about a third of this child's time: the child's
-    # pools (fingerprints, then matching) use the cores meanwhile and after
-    return search.refs(units, down, forks)
 
 
 _FORK_MATCH: tuple | None = None  # (downstream functions, upstream prints): matching pool

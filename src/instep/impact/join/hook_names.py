@@ -375,6 +375,37 @@ def _reads_in(path: str, source: str, call_names: frozenset[str] = frozenset()):
     return v.out
 
 
+@dataclass(frozen=True)
+class HookCoupling:
+    """One coupling :meth:`HookNames.find` found: the arguments of its ``Join.add``, the
+    change by its place (small and picklable: it comes back from a forked child)."""
+
+    unit: int  # index of the unit in ``units``
+    change: int  # index of the change in that unit's ``changes``
+    ref: Reference
+    detail: str
+    extra: frozenset[str]
+    evidence: str
+
+
+def add_found(join: Join, units: list[UpstreamChange], found: list[HookCoupling]) -> int:
+    """Add the couplings of :meth:`HookNames.find` to ``join``, in their order; how many
+    were new (``Join.add`` keeps the first of equal keys)."""
+    before = sum(len(v) for v in join.out.values())
+    for h in found:
+        change = units[h.unit].changes[h.change]
+        join.add(
+            h.unit,
+            change,
+            h.ref,
+            CouplingKind.HOOK_NAME,
+            detail=h.detail,
+            extra=h.extra,
+            evidence=h.evidence,
+        )
+    return sum(len(v) for v in join.out.values()) - before
+
+
 class HookNames:
     """Match new upstream hooks to the downstream classes that lack them."""
 
@@ -648,11 +679,17 @@ class HookNames:
 
     def match(self) -> int:
         """Add the HOOK_NAME couplings; how many."""
+        return add_found(self.join, self.units, self.find())
+
+    def find(self) -> list[HookCoupling]:
+        """The HOOK_NAME couplings, in the order they are to be added. It reads the
+        join's resolver and ``names_in``, never what ``Join.references`` sets, so it may
+        run in a child forked before the references are matched."""
+        self._found: list[HookCoupling] = []
         subs = self._subclassers()
         if not subs:
-            return 0
+            return self._found
         self._sub_modules = frozenset(mod for mod, _ in subs)
-        before = sum(len(v) for v in self.join.out.values())
         changed = [
             (i, c, found)
             for i, u in enumerate(self.units)
@@ -693,7 +730,7 @@ class HookNames:
                 default = f"the changed `{pqual}.{member}` ({where}) fails on it: {why}"
                 capped = len(reads) > _MAX_SITES
                 self._emit(i, c, info, attr, True, default, reaching, capped, via=member)
-        return sum(len(v) for v in self.join.out.values()) - before
+        return self._found
 
     def _changed_member(self, u: UpstreamChange, c: SymbolChange, subs) -> list[tuple]:
         """The downstream classes on which a body change of an upstream method they inherit
@@ -1050,15 +1087,8 @@ class HookNames:
             detail=f"lacks `{member}`",
             owner=info.qualname,
         )
-        self.join.add(
-            i,
-            c,
-            ref,
-            CouplingKind.HOOK_NAME,
-            detail=f"lacks `{member}`",
-            extra=frozenset(facts),
-            evidence=evidence,
-        )
+        j = next(k for k, x in enumerate(self.units[i].changes) if x is c)
+        self._found.append(HookCoupling(i, j, ref, f"lacks `{member}`", frozenset(facts), evidence))
 
 
 def _shortest(needles: set[bytes]) -> list[bytes]:

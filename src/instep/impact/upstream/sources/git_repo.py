@@ -82,6 +82,7 @@ class _CatFile:
             )
         except FileNotFoundError:
             raise _no_git() from None
+        self.pid = os.getpid()  # the process that talks to it
         self._finalizer = weakref.finalize(self, _stop_process, self.proc)
 
     def read(self, object_id: str) -> tuple[str, bytes]:
@@ -108,6 +109,10 @@ class _CatFile:
 
     def close(self) -> None:
         self._finalizer()
+
+    def forget(self) -> None:
+        """Drop it without stopping it (a forked child leaves its parent's process be)."""
+        self._finalizer.detach()
 
 
 def _stop_process(proc: subprocess.Popen) -> None:
@@ -184,7 +189,11 @@ class GitRepo:
         return proc.returncode == 0
 
     def read_object(self, object_id: str) -> bytes:
-        """Content of a blob (or any object) through the one cat-file process."""
+        """Content of a blob (or any object) through the one cat-file process (one per
+        process: a forked child, such as a join pass, starts its own)."""
+        if self._cat is not None and self._cat.pid != os.getpid():
+            self._cat.forget()
+            self._cat = None
         if self._cat is None:
             self._cat = _CatFile(self.path)
         return self._cat.read(object_id)[1]

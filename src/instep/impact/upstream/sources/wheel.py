@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import logging
+import os
 import re
 import zipfile
 import zlib
@@ -41,6 +42,7 @@ class WheelSnapshot:
             self._zip = zipfile.ZipFile(wheel)
         except (zipfile.BadZipFile, OSError) as exc:
             raise BadInput(f"{wheel} is not a readable wheel (zip archive): {exc}") from None
+        self._pid = os.getpid()  # the process the handle is for (see read)
         self.wheel = wheel
         self.label = label if label is not None else wheel.name
         self.max_bytes = max_bytes
@@ -102,6 +104,11 @@ class WheelSnapshot:
 
     def read(self, path: str) -> bytes:
         info = self._members[path]
+        if self._pid != os.getpid():
+            # a forked child (a join pass): a handle of its own, for the parent's file
+            # offset is shared and moves under reads done at the same time
+            self._zip = zipfile.ZipFile(self.wheel)
+            self._pid = os.getpid()
         try:
             return self._zip.read(info)
         except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as exc:
