@@ -38,6 +38,7 @@ from instep.impact.join.skipped_init import (
     _class_level,
     _methods,
     _stores,
+    downstream_mros,
     find_class,
     unconditional_self_reads,
 )
@@ -184,15 +185,7 @@ class DroppedAttributes:
         cmap = self.down._class_map()
         self.skipped.down_classes = cmap
         out: dict[UpClass, list] = {}
-        for name, anc in self.down.classes().items():
-            info = cmap.get(name)
-            if info is None:
-                continue
-            mro: list[UpClass] = []
-            for a in anc:
-                found = self.resolver.class_of(self.resolver.resolve(a))
-                if found is not None:
-                    mro.extend(x for x in self.resolver.ancestors(*found) if x not in mro)
+        for name, info, mro in downstream_mros(self.down, self.resolver, cmap):
             for up in mro:
                 out.setdefault(up, []).append((name, info, mro))
         return out

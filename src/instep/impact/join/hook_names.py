@@ -39,7 +39,11 @@ from instep.impact.downstream.subclasses import members_defined
 from instep.impact.join.breaking_path import UpstreamCalls, holds_needle, needle_lines
 from instep.impact.join.call_conditions import on_backend
 from instep.impact.join.matchers import Join
-from instep.impact.join.skipped_init import SkippedInit, unconditional_self_reads
+from instep.impact.join.skipped_init import (
+    SkippedInit,
+    downstream_mros,
+    unconditional_self_reads,
+)
 from instep.impact.model import ChangeKind, CouplingKind, Reference, SymbolChange, UpstreamChange
 from instep.pyindex.model import SymbolKind, module_of
 from instep.tomlfile import parse_toml
@@ -448,15 +452,7 @@ class HookNames:
         cmap = self.down._class_map()
         self.skipped.down_classes = cmap
         out: dict[UpClass, list] = defaultdict(list)
-        for name, anc in self.down.classes().items():
-            info = cmap.get(name)
-            if info is None:
-                continue
-            mro: list[UpClass] = []
-            for a in anc:
-                found = self.resolver.class_of(self.resolver.resolve(a))
-                if found is not None:
-                    mro.extend(x for x in self.resolver.ancestors(*found) if x not in mro)
+        for name, info, mro in downstream_mros(self.down, self.resolver, cmap):
             defined = members_defined(name, cmap)
             self._down_name[(info.path, info.qualname)] = name
             for up in mro:

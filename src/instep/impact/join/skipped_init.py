@@ -144,6 +144,24 @@ def _base_inits(init: ast.AST) -> tuple[bool, list[tuple[str, int]]]:
     return sup, named
 
 
+def downstream_mros(down, resolver, cmap: dict) -> list[tuple[str, object, list[UpClass]]]:
+    """Each downstream class of ``down`` (a downstream index) found in ``cmap`` (its
+    ``_class_map()``), as (dotted name, class record, upstream MRO): the new upstream's
+    ancestors of each of its upstream bases, in order, each once."""
+    out = []
+    for name, anc in down.classes().items():
+        info = cmap.get(name)
+        if info is None:
+            continue
+        mro: list[UpClass] = []
+        for a in anc:
+            found = resolver.class_of(resolver.resolve(a))
+            if found is not None:
+                mro.extend(x for x in resolver.ancestors(*found) if x not in mro)
+        out.append((name, info, mro))
+    return out
+
+
 class SkippedInit:
     """Decides, per (downstream class, inherited member), the finding described above."""
 
