@@ -25,6 +25,8 @@ import ast
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from instep.pyindex.registrations import dotted_name
+
 INDUCTOR = "torch._inductor"
 # modules of torch._inductor a backend may use without running Inductor
 HELPER_MODULES = frozenset({"torch._inductor.decomposition"})
@@ -57,15 +59,6 @@ def _inductor_module(dotted: str) -> str | None:
     return ".".join(parts[:3])
 
 
-def _attr_chain(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        head = _attr_chain(node.value)
-        return f"{head}.{node.attr}" if head is not None else None
-    return None
-
-
 def _is_inductor_str(node: ast.AST | None) -> bool:
     return isinstance(node, ast.Constant) and node.value == "inductor"
 
@@ -96,11 +89,11 @@ def _use_in(tree: ast.Module) -> tuple[int, str] | tuple[None, set[str]]:
                     what = f"from {node.module} import {a.name}"
                     break
         elif isinstance(node, ast.Attribute):
-            chain = _attr_chain(node)
+            chain = dotted_name(node)
             if chain is not None and chain.count(".") == 2 and module_use(chain) is not None:
                 what = chain
         elif isinstance(node, ast.Call):
-            func = _attr_chain(node.func) or ""
+            func = dotted_name(node.func) or ""
             kws = {k.arg: k.value for k in node.keywords if k.arg}
             if func == "torch.compile" and "backend" not in kws:
                 what = "torch.compile without backend= (Inductor is the default)"

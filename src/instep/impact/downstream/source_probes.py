@@ -23,17 +23,9 @@ import ast
 
 from instep.impact.downstream.pruning import statements_in_walk_order
 from instep.impact.model import SourceProbe, VersionGate
+from instep.pyindex.registrations import dotted_name
 
 _SOURCE_READERS = frozenset({"getsource", "getsourcelines"})
-
-
-def _dotted(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        head = _dotted(node.value)
-        return f"{head}.{node.attr}" if head else None
-    return None
 
 
 def module_aliases(tree: ast.Module) -> dict[str, str]:
@@ -67,7 +59,7 @@ class ProbeReader:
     # -- recognising ------------------------------------------------------------------
 
     def _resolve(self, node: ast.AST) -> str | None:
-        dotted = _dotted(node)
+        dotted = dotted_name(node)
         if dotted is None:
             return None
         head, _, tail = dotted.partition(".")

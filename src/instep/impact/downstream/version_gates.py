@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from instep.impact.downstream import source_probes
 from instep.impact.model import VersionGate
+from instep.pyindex.registrations import dotted_name
 
 Version = tuple[int, ...]
 Range = tuple["Version | None", "Version | None"]  # (min inclusive, max exclusive)
@@ -388,14 +389,8 @@ def _version_if_gates(
         )
 
 
-def flag_name(node: ast.AST) -> str | None:
-    """``FLAG`` or ``mod.FLAG`` (a chain of names) as written, else None."""
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        head = flag_name(node.value)
-        return f"{head}.{node.attr}" if head is not None else None
-    return None
+# ``FLAG`` or ``mod.FLAG`` (a chain of names) as written, else None
+flag_name = dotted_name
 
 
 def _flag_if_gates(
