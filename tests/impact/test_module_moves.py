@@ -170,22 +170,26 @@ def test_src_layout_modules_are_imported_without_src(tmp_path: Path) -> None:
     assert kept["upstream"] == "src/pkg/keep.py::keep" and kept["action"] != "Shim"
 
 
+def _dropping_gone(root: Path, extra: dict[str, str]) -> RepoBuilder:
+    """werkzeug 2.1.0's shape: ``pkg/sub/__init__.py`` re-exports ``Gone`` and ``Kept``;
+    the change (not committed yet) deletes ``Gone``'s module and its re-export."""
+    init = "from pkg.sub.old import Gone\nfrom pkg.sub.kept import Kept\n"
+    files = {
+        "pkg/sub/__init__.py": init,
+        "pkg/sub/old.py": "class Gone:\n    pass\n",
+        "pkg/sub/kept.py": "class Kept:\n    pass\n",
+    }
+    up = _upstream(root, {**files, **extra})
+    up.remove("pkg/sub/old.py")
+    up.write("pkg/sub/__init__.py", "from pkg.sub.kept import Kept\n")
+    return up
+
+
 def test_package_init_that_stops_reexporting_a_name_breaks_its_import(tmp_path: Path) -> None:
     # werkzeug 2.1.0's shape: wrappers/__init__.py stays and drops BaseRequest; a plain
     # module that drops an import (helpers.py) exports nothing by it
-    init = "from pkg.sub.old import Gone\nfrom pkg.sub.kept import Kept\n"
     helpers = "from pkg.sub.kept import Kept\n\n\ndef helper():\n    return Kept\n"
-    up = _upstream(
-        tmp_path,
-        {
-            "pkg/sub/__init__.py": init,
-            "pkg/sub/old.py": "class Gone:\n    pass\n",
-            "pkg/sub/kept.py": "class Kept:\n    pass\n",
-            "pkg/helpers.py": helpers,
-        },
-    )
-    up.remove("pkg/sub/old.py")
-    up.write("pkg/sub/__init__.py", "from pkg.sub.kept import Kept\n")
+    up = _dropping_gone(tmp_path, {"pkg/helpers.py": helpers})
     up.write("pkg/helpers.py", "def helper():\n    return None\n")
     sha = up.commit("Drop Gone (#12)")
     up.tag("v2")
@@ -308,18 +312,7 @@ def test_release_mode_reads_moves_from_the_symbol_diffs_indexes(
     # a release diff (two revisions, no history) hands the symbol diff's indexes to the
     # module-move step, from memory (--no-cache) or from the cache: the same moves either way
     monkeypatch.setenv("INSTEP_CACHE_DIR", str(tmp_path / "cache"))
-    init = "from pkg.sub.old import Gone\nfrom pkg.sub.kept import Kept\n"
-    up = _upstream(
-        tmp_path,
-        {
-            "pkg/sub/__init__.py": init,
-            "pkg/sub/old.py": "class Gone:\n    pass\n",
-            "pkg/sub/kept.py": "class Kept:\n    pass\n",
-            "pkg/b.py": CORE,
-        },
-    )
-    up.remove("pkg/sub/old.py")
-    up.write("pkg/sub/__init__.py", "from pkg.sub.kept import Kept\n")
+    up = _dropping_gone(tmp_path, {"pkg/b.py": CORE})
     up.move("pkg/b.py", "pkg/_impl/b.py")
     up.commit("Drop Gone, move b")
     up.tag("v2")
