@@ -12,8 +12,7 @@ import pytest
 from instep.impact.join import forked_passes
 from instep.impact.join.hook_names import HookNames
 
-from .gitrepo import impact_of_commit
-from .test_hook_names import COMMON_NEW, COMMON_OLD, DOWN, WRAPPER_NEW, WRAPPER_OLD
+from .test_hook_names import hook_commit
 
 fork_only = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 
@@ -63,21 +62,7 @@ def _hook_report(root, jobs: int, monkeypatch, dies: bool = False) -> tuple[dict
         return find(self)
 
     monkeypatch.setattr(HookNames, "find", recorded)
-    doc = impact_of_commit(
-        root,
-        {
-            "torch/_inductor/codegen/__init__.py": "",
-            "torch/_inductor/codegen/common.py": COMMON_OLD,
-            "torch/_inductor/wrapper.py": WRAPPER_OLD,
-        },
-        {
-            "torch/_inductor/codegen/common.py": COMMON_NEW,
-            "torch/_inductor/wrapper.py": WRAPPER_NEW,
-        },
-        "device op overrides: compile-on-one-rank hooks (#7)",
-        {"torch_npu/_inductor/device_op_overrides.py": DOWN},
-        extra_args=("--jobs", str(jobs)),
-    )
+    doc = hook_commit(root, ("--jobs", str(jobs)))
     monkeypatch.undo()
     pids = {int(p.name.split("-")[1]) for p in root.glob("find-*")}
     doc.pop("generated_at")

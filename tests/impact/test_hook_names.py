@@ -110,10 +110,11 @@ DOWN = textwrap.dedent(
 )
 
 
-@pytest.fixture(scope="module")
-def hooks(tmp_path_factory):
-    doc = impact_of_commit(
-        tmp_path_factory.mktemp("hooks"),
+def hook_commit(root, extra_args: tuple[str, ...] = ()) -> dict:
+    """The report of the commit above (the new hooks of ``common.py`` and their readers in
+    ``wrapper.py``) on the device op overrides of ``DOWN``."""
+    return impact_of_commit(
+        root,
         {
             "torch/_inductor/codegen/__init__.py": "",
             "torch/_inductor/codegen/common.py": COMMON_OLD,
@@ -125,7 +126,13 @@ def hooks(tmp_path_factory):
         },
         "device op overrides: compile-on-one-rank hooks (#7)",
         {"torch_npu/_inductor/device_op_overrides.py": DOWN},
+        extra_args=extra_args,
     )
+
+
+@pytest.fixture(scope="module")
+def hooks(tmp_path_factory):
+    doc = hook_commit(tmp_path_factory.mktemp("hooks"))
     out = {}
     for u in doc["units"]:
         for c in u["couplings"]:
