@@ -27,6 +27,7 @@ from instep.impact.downstream.inductor_use import find_inductor_use
 from instep.impact.downstream.wholesale import find_swaps
 from instep.impact.join import forked_passes
 from instep.impact.join.breaking_path import UpstreamCalls
+from instep.impact.join.device_classes import DeviceClasses
 from instep.impact.join.dropped_attributes import DroppedAttributes
 from instep.impact.join.fork_gaps import ForkGaps
 from instep.impact.join.fork_search import ForkSearch
@@ -519,6 +520,7 @@ class _Analysis:
         join.swaps = tuple(find_swaps(snap.paths(), snap.read, join.resolver.module_paths))
         join.op_arguments = OpArguments(self.new.paths(), self._new_index)
         join.escapes = ClassEscapes(snap.paths(), snap.read, calls.texts)
+        join.devices = DeviceClasses(down, join.resolver, snap.paths(), snap.read, calls.texts)
         join.probes = self._probes()
         join.inductor = find_inductor_use(snap.paths(), snap.read)
         refs = list(down.references())

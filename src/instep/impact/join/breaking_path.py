@@ -22,6 +22,10 @@ object:
   followed;
 * a patched method ``C.m``: ``C.m(...)`` (or a subclass that inherits it) named in the
   source, ``self.m(...)`` in ``C`` or a subclass that inherits ``m``;
+* a call in a method of an upstream *device class* (one upstream registers for a role of
+  ``register_backend_for_device``, ``CppWrapperGpu``) that no class the downstream
+  registers for that role inherits does not run for the backend: it goes elsewhere
+  (overrides only; :mod:`~instep.impact.join.device_classes`);
 * a call whose caller the downstream replaces as well (patched, or overridden in ``D``)
   is not live;
 * a call of the method on a receiver whose type is not written down
@@ -769,9 +773,12 @@ def search(
     patched: dict[str, str],
     swaps: tuple[Swap, ...] = (),
     escapes: ClassEscapes | None = None,
+    devices=None,
 ) -> PathVerdict:
     """Is there a new-upstream call that passes the new argument shape to ``ref``'s
-    replacement of ``change``? The text quotes it, or says why none was found."""
+    replacement of ``change``? The text quotes it, or says why none was found.
+    ``devices`` (:class:`~instep.impact.join.device_classes.DeviceClasses`): a call in a
+    method of an upstream device class the backend never registers goes elsewhere."""
     ctx = _Context(change, ref, kind, resolver, overridden, patched, swaps, calls, escapes)
     new_params = _new_parameters(change)
     what = ", ".join(f"`{p}`" for p in new_params) or "the new argument shape"
@@ -788,6 +795,10 @@ def search(
     elsewhere: list[str] = []
     conditional: list[str] = []
     for site, shape in shaped:
+        unused = _device_class_unused(site, ctx, devices)
+        if unused:
+            elsewhere.append(f"{site.at}: {unused}")
+            continue
         reach, why = _reaches(site, ctx)
         if shape is None:
             if reach is not False:
@@ -816,6 +827,17 @@ def search(
     if elsewhere:
         reason += f" (the calls that pass it go elsewhere: {'; '.join(elsewhere[:2])})"
     return PathVerdict(PathKind.NONE, reason)
+
+
+def _device_class_unused(site: CallSite, ctx: _Context, devices) -> str:
+    """Why the method of an upstream device class holding ``site`` never runs for the
+    backend, or '' (:mod:`~instep.impact.join.device_classes`). Overrides only: a patched
+    global is reached from an in-tree device's code in the same process as well."""
+    if devices is None or ctx.kind is not CouplingKind.SUBCLASS_OVERRIDE:
+        return ""
+    if site.cls is None or site.caller is None or site.caller.rpartition(".")[0] != site.cls:
+        return ""
+    return devices.never_runs((site.module, site.cls), site.caller)
 
 
 def _new_parameters(change: SymbolChange) -> list[str]:

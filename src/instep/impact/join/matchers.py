@@ -131,6 +131,7 @@ class Join:
         self.swaps: tuple = ()  # downstream/wholesale.Swap: modules swapped wholesale
         self.op_arguments = None  # join/op_arguments.OpArguments of the new upstream
         self.escapes = None  # downstream/class_escapes.ClassEscapes of the downstream tree
+        self.devices = None  # join/device_classes.DeviceClasses: device classes registered
         self.reach_memo: dict[str, dict[str, list[str]]] = {}
         self.probes = None  # join/probe_outcomes.ProbeOutcomes: decides source probes
         self.inductor = None  # downstream/inductor_use.InductorUse: runs Inductor at all?
@@ -180,6 +181,7 @@ class Join:
                 self.patched,
                 self.swaps,
                 self.escapes,
+                self.devices,
             )
             extra, evidence = extra | {path.kind.value}, path.text
         self.out[i][key] = decide(
