@@ -78,8 +78,8 @@ def _one(src: Path, args: argparse.Namespace, wheels: Path, out: Path) -> dict:
     }
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_ab_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options every A/B script here shares: the base, runs, CPUs and the release pair."""
     ap.add_argument(
         "--base", required=True, help="revision of this repository, or a folder holding its src/"
     )
@@ -88,6 +88,11 @@ def main() -> None:
     ap.add_argument("--upstream-old", default="torch==2.13.0")
     ap.add_argument("--upstream-new", default="torch==2.14.1")
     ap.add_argument("--downstream", default="torch-npu==2.13.0")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_ab_arguments(ap)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="instep-ab-"))
     sides = {"base": base_src(args.base, work), "head": ROOT / "src"}

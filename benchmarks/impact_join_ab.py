@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from impact_cold_ab import base_src  # a sibling script: run from benchmarks/
+from impact_cold_ab import add_ab_arguments, base_src  # a sibling script: run from benchmarks/
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -100,13 +100,8 @@ def main() -> None:
         _child(sys.argv[2], sys.argv[4:])
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--base", required=True, help="revision, or a folder holding its src/")
-    ap.add_argument("--runs", type=int, default=2)
-    ap.add_argument("--cpus", type=int, default=2)
+    add_ab_arguments(ap)
     ap.add_argument("--wheels", default="~/.cache/instep/wheels")
-    ap.add_argument("--upstream-old", default="torch==2.13.0")
-    ap.add_argument("--upstream-new", default="torch==2.14.1")
-    ap.add_argument("--downstream", default="torch-npu==2.13.0")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="instep-join-ab-"))
     sides = {"base": base_src(args.base, work), "head": ROOT / "src"}
