@@ -40,6 +40,7 @@ from instep.pyindex.cache import ContentCache
 
 UP_OLD, UP_NEW = "torch==2.13.0", "torch==2.14.1"
 DOWN_OLD, DOWN_NEW = "torch-npu==2.13.0", "torch-npu==2.14.0"
+FORK_RULES = frozenset({"fork.stale", "fork.diverged", "fork.lacks_added"})
 RISKS = ("low", "medium", "high")
 CODE_CHANGES = ("no", "unsure", "yes")
 ADAPTING = BEHAVIOUR  # body, signature, value, decorator, removed, renamed
@@ -131,6 +132,7 @@ def main() -> None:
     risk_of: dict[str, int] = {}  # downstream symbol -> highest risk of its couplings
     change_of: dict[str, int] = {}  # downstream symbol -> strongest code change of its couplings
     evidence: dict[str, list[str]] = defaultdict(list)
+    test_rules: dict[str, set[str]] = defaultdict(set)  # symbol -> rules of its Test couplings
     rank = {"Check": 0, "Test": 1, "Shim": 2}
     for unit in report.units:
         for c in unit.couplings:
@@ -144,6 +146,8 @@ def main() -> None:
             change = CODE_CHANGES.index(str(c.code_change))
             change_of[symbol] = max(change_of.get(symbol, 0), change)
             evidence[symbol].append(f"{action} {c.kind} <- {c.upstream} ({c.rule})")
+            if action == "Test":
+                test_rules[symbol].add(str(c.rule))
 
     coupled = set(flagged)
     base = len(coupled & adapted) / len(coupled) if coupled else 0.0
@@ -213,6 +217,23 @@ def main() -> None:
         hit = sum(s in adapted for s in test_places[:k])
         lift = hit / k / owned_base if owned_base else 0.0
         print(f"  top {k:3}: adapted {hit:3} ({lift:.1f}x the base rate)")
+    # a Test symbol counts under every rule that made one of its couplings Test
+    tests = {s for s, a in flagged.items() if a == "Test"}
+    by_rule: dict[str, set[str]] = defaultdict(set)
+    for s in tests:
+        for rule in test_rules[s]:
+            by_rule[rule].add(s)
+    print("Test symbols per verdict rule (symbols, adapted, x the base rate):")
+    for rule, mine in sorted(by_rule.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:14]:
+        hit = len(mine & adapted)
+        print(f"  {rule:40} {len(mine):5} {hit:4} ({hit / len(mine) / base:.1f}x)")
+    forks_only = {s for s in tests if test_rules[s] <= FORK_RULES}
+    rest = tests - forks_only
+    print(
+        f"  Test only through forks: {len(forks_only)} symbols, adapted "
+        f"{len(forks_only & adapted)}; the rest: {len(rest)}, adapted {len(rest & adapted)} "
+        f"({len(rest & adapted) / max(1, len(rest)) / base:.1f}x)"
+    )
     if args.places:
         rows = [{"place": p, "adapted": p in adapted} for p in test_places]
         args.places.write_text(json.dumps(rows, indent=1), encoding="utf-8")
