@@ -8,6 +8,7 @@ synthesised ``__init__`` with ``inspect.signature`` of the class that ``importli
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import inspect
 import sys
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from instep.impact.upstream import dataclass_bases
 from instep.pyindex.dataclass_init import SnapshotDataclasses
 from instep.pyindex.symbols import index_text
 
@@ -349,3 +351,39 @@ def test_a_root_commit_in_the_range_is_read_without_a_parent(tmp_path):
     assert root[:12] in {u["id"][:12] for u in doc["units"]} | {
         (u.get("commit") or "")[:12] for u in doc["units"]
     }
+
+
+class _MemorySnapshot:
+    """A snapshot in memory with sha256 digests; counts what is read."""
+
+    def __init__(self, files: dict[str, str]) -> None:
+        self.files = files
+        self.reads: list[str] = []
+
+    def paths(self) -> list[str]:
+        return sorted(self.files)
+
+    def read(self, path: str) -> bytes:
+        self.reads.append(path)
+        return self.files[path].encode()
+
+    def digest(self, path: str) -> str:
+        return "sha256=" + hashlib.sha256(self.files[path].encode()).hexdigest()
+
+
+def test_the_new_side_takes_unchanged_files_from_the_old_side():
+    sub = (
+        "from dataclasses import dataclass\nfrom pkg.base import Base\n\n"
+        "@dataclass\nclass Sub(Base):\n    y: int = 0\n"
+    )
+    base = "from dataclasses import dataclass\n\n@dataclass\nclass Base:\n    x: int\n"
+    old = _MemorySnapshot({"pkg/__init__.py": "", "pkg/base.py": base, "pkg/sub.py": sub})
+    new = _MemorySnapshot(
+        {"pkg/__init__.py": "", "pkg/base.py": base + "    z: int\n", "pkg/sub.py": sub}
+    )
+    found = dataclass_bases.changes({"pkg/base.py"}, old, new)
+    assert [(x.change.qualname, x.sources) for x in found] == [
+        ("Sub.__init__", frozenset({"pkg/base.py"}))
+    ]
+    assert found[0].change.detail == "signature: (self, x, y=0) -> (self, x, z, y=0)"
+    assert new.reads == ["pkg/base.py"]  # sub.py and __init__.py: the old side's bytes

@@ -18,6 +18,7 @@ from typing import Protocol
 
 from instep.impact.model import SymbolChange
 from instep.impact.upstream.release_diff import index_many
+from instep.impact.upstream.sources.snapshot import digest_scheme
 from instep.impact.upstream.stages import StageMap
 from instep.impact.upstream.symbol_diff import symbol_change
 from instep.pyindex.cache import ContentCache
@@ -35,7 +36,13 @@ class Snapshot(Protocol):
 
 
 class _Side:
-    """One snapshot's indexes (per-file cache) and its cross-file dataclass ``__init__``s."""
+    """One snapshot's indexes (per-file cache) and its cross-file dataclass ``__init__``s.
+
+    ``twin``: the other version's side, built first. A file with the same content there
+    (same digest, or same bytes) is neither read nor indexed again: its index is the
+    twin's (most files of a release are unchanged; they used to cost a read and a cache
+    read each on the second side).
+    """
 
     def __init__(
         self,
@@ -43,24 +50,66 @@ class _Side:
         cache: ContentCache | None,
         jobs: int | None,
         only: Iterable[str] | None = None,
+        twin: _Side | None = None,
     ) -> None:
         self.snapshot = snapshot
         self.paths = set(snapshot.paths())
         self.cache = cache
+        self.twin = twin
+        self.marked: dict[str, bytes] = {}  # .py files read that name MARK -> their bytes
+        self.read_paths: set[str] = set()  # the files read (or taken from the twin)
+        shared: dict[str, FileIndex] = {}  # the twin's index of the same bytes
+        todo: list[tuple[str, bytes]] = []
         if only is None:  # every file that may define a dataclass
-            data = {p: snapshot.read(p) for p in sorted(self.paths) if p.endswith(".py")}
-            items = [(p, d) for p, d in data.items() if MARK in d]
+            wanted = [p for p in sorted(self.paths) if p.endswith(".py")]
         else:
-            items = [(p, snapshot.read(p)) for p in sorted(set(only) & self.paths)]
-        self.candidates = [p for p, _ in items]
-        self.indexes: dict[str, FileIndex] = index_many(items, cache, jobs)
+            wanted = sorted(set(only) & self.paths)
+        self.candidates: list[str] = []
+        for p in wanted:
+            same, twin_data = self._twin_bytes(p)
+            self.read_paths.add(p)
+            if same and twin_data is None and only is None:
+                continue  # the same bytes as the twin's, which do not name MARK
+            data = snapshot.read(p) if twin_data is None else twin_data
+            if only is None and MARK not in data:
+                continue
+            self.marked[p] = data
+            self.candidates.append(p)
+            if twin_data is not None and twin is not None and p in twin.indexes:
+                shared[p] = twin.indexes[p]
+            else:
+                todo.append((p, data))
+        made = index_many(todo, cache, jobs)
+        self.indexes: dict[str, FileIndex] = {
+            p: shared[p] if p in shared else made[p] for p in self.candidates
+        }
         self.classes = SnapshotDataclasses(sorted(self.paths), self.index)
+
+    def _twin_bytes(self, path: str) -> tuple[bool, bytes | None]:
+        """(whether the twin read ``path`` and it holds the same bytes here, the twin's
+        bytes of it: None where the twin kept none, for they do not name MARK)."""
+        twin = self.twin
+        if twin is None or path not in twin.read_paths:
+            return False, None
+        data = twin.marked.get(path)
+        if not _same_content(twin.snapshot, self.snapshot, path, data):
+            return False, None
+        return True, data
 
     def index(self, path: str) -> FileIndex | None:
         if path not in self.indexes:
             if path not in self.paths:
                 return None
-            self.indexes.update(index_many([(path, self.snapshot.read(path))], self.cache, 1))
+            twin = self.twin
+            if (
+                twin is not None
+                and path in twin.indexes
+                and _same_content(twin.snapshot, self.snapshot, path, twin.marked.get(path))
+            ):
+                self.indexes[path] = twin.indexes[path]
+            else:
+                data = self.snapshot.read(path)
+                self.indexes.update(index_many([(path, data)], self.cache, 1))
         index = self.indexes[path]
         return None if index.error else index
 
@@ -75,6 +124,18 @@ class _Side:
             if deps:
                 out[path] = frozenset().union(*deps)
         return out
+
+
+def _same_content(old: Snapshot, new: Snapshot, path: str, old_bytes: bytes | None) -> bool:
+    """Whether ``path`` holds the same bytes in both snapshots: by digest where both give
+    one of the same scheme (what ``sources.diff_snapshots`` trusts), else by the bytes."""
+    old_digest, new_digest = getattr(old, "digest", None), getattr(new, "digest", None)
+    if old_digest is not None and new_digest is not None:
+        a, b = old_digest(path), new_digest(path)
+        if digest_scheme(a) == digest_scheme(b):
+            return a == b
+    data = old_bytes if old_bytes is not None else old.read(path)
+    return data == new.read(path)
 
 
 @dataclass(frozen=True)
@@ -102,7 +163,8 @@ def changes(
     """
     stage_of = stage_of or StageMap()
     changed = set(changed)
-    sides = [_Side(s, cache, jobs, only) for s in (old, new)]
+    first = _Side(old, cache, jobs, only)
+    sides = [first, _Side(new, cache, jobs, only, twin=first)]
     out: list[CrossFileChange] = []
     for path in sorted(set(sides[0].candidates) | set(sides[1].candidates)):
         found = [side.inits(path) for side in sides]
