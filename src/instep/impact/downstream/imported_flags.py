@@ -18,6 +18,7 @@ import ast
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
+from instep.impact.downstream.pruning import statements_in_walk_order
 from instep.impact.downstream.records import DownstreamFileIndex
 from instep.impact.downstream.version_gates import GateLookup, GateSpan, flag_name
 
@@ -46,8 +47,10 @@ def candidates(
     if not bound:
         return {}
     out: dict[str, tuple[ImportedFlag, ImportedFlag]] = {}
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.If):
+    # ast.walk's order (the first ``if`` naming a flag gives its entry), statements only:
+    # an ``if`` is never inside an expression
+    for node in statements_in_walk_order(tree):
+        if type(node) is not ast.If:
             continue
         test = node.test
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
