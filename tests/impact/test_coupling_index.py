@@ -428,6 +428,27 @@ def test_prefix_factored_name_scan_matches_the_plain_alternation():
     assert not trie.search("torchx _torch regist")
 
 
+def test_names_pattern_matches_where_the_bounded_alternation_does():
+    """The literal-first scan pattern starts a match exactly where ``\\b(?:...)\\b`` (and
+    the bare prefix ``aoti_torch_``) would: names starting with a non-word character
+    (``*`` of a star import) included."""
+    import random
+    import re
+
+    from instep.impact.downstream.pruning import names_pattern
+
+    rng = random.Random(11)
+    words = ["torch", "to", "torch_npu", "aten", "V", "V.graph", "*", "op", "aoti_torch_"]
+    noise = ["foo", "torchx", "_torch", "V.g", "2**63", "a*b", "xop", "aoti_torch_x", "\n"]
+    text = " ".join(rng.choice(words + noise) for _ in range(5000)).replace(" \n ", "\n")
+    others = [w for w in words if w != "aoti_torch_"]
+    plain = re.compile(r"\b(?:" + "|".join(map(re.escape, others)) + r")\b|aoti_torch_")
+    fast = names_pattern(tuple(sorted(words)))
+    starts = {i for i in range(len(text) + 1) if plain.match(text, i)}
+    assert {i for i in range(len(text) + 1) if fast.match(text, i)} == starts
+    assert starts
+
+
 WALK_ORDER_SOURCE = """
 import a as x
 def f():

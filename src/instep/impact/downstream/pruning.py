@@ -42,6 +42,26 @@ SIMPLE_STMTS = frozenset(
 )
 
 
+def _trie(words: Iterable[str]) -> dict:
+    trie: dict = {}
+    for word in words:
+        node = trie
+        for ch in word:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+    return trie
+
+
+def _trie_body(node: dict) -> str:
+    branches = [re.escape(ch) + _trie_body(child) for ch, child in sorted(node.items()) if ch]
+    if not branches:
+        return ""
+    body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+    if "" in node:
+        return f"(?:{body})?"
+    return body
+
+
 def trie_pattern(words: Iterable[str]) -> str:
     """A regex matching exactly ``words``, factored by common prefix.
 
@@ -49,30 +69,35 @@ def trie_pattern(words: Iterable[str]) -> str:
     prefix-factored pattern rejects a position on its first character, which makes the
     scan for a file's few hundred imported names several times faster.
     """
-    trie: dict = {}
-    for word in words:
-        node = trie
-        for ch in word:
-            node = node.setdefault(ch, {})
-        node[""] = {}
-
-    def build(node: dict) -> str:
-        branches = [re.escape(ch) + build(child) for ch, child in sorted(node.items()) if ch]
-        if not branches:
-            return ""
-        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
-        if "" in node:
-            return f"(?:{body})?"
-        return body
-
-    return "(?:" + build(trie) + ")"
+    return "(?:" + _trie_body(_trie(words)) + ")"
 
 
-@lru_cache(maxsize=8192)
-def word_pattern(name: str) -> re.Pattern:
-    if name == "aoti_torch_":  # a prefix, not a word
-        return re.compile(re.escape(name))
-    return re.compile(r"\b" + re.escape(name) + r"\b")
+@lru_cache(maxsize=4096)
+def names_pattern(present: tuple[str, ...]) -> re.Pattern:
+    """A regex that matches where ``\\b(?:w1|w2|...)\\b`` does (``aoti_torch_``: a
+    prefix, no word bounds), for a scan with ``search`` (only where matches start counts).
+
+    Each branch starts with a literal (``t(?<!\\w.)orch\\b`` rather than
+    ``\\btorch\\b``; the look-behind, after the first character, is the same word bound),
+    so ``re`` skips ahead over the characters no name starts with instead of trying the
+    pattern at every position: the scan is about twice as fast. Files share their sets of
+    names often, hence the cache.
+    """
+    trie = _trie(n for n in present if n != "aoti_torch_")
+    branches = [
+        re.escape(ch)
+        # \b before ch: the character before it is a word character iff ch is not one
+        + (r"(?<!\w.)" if _WORD.match(ch) else r"(?<=\w.)")
+        + _trie_body(child)
+        + r"\b"
+        for ch, child in sorted(trie.items())
+    ]
+    if "aoti_torch_" in present:
+        branches.append("aoti_torch_")
+    return re.compile("|".join(branches))
+
+
+_WORD = re.compile(r"\w")
 
 
 TRY_STMTS = frozenset({ast.Try, getattr(ast, "TryStar", ast.Try)})
@@ -173,13 +198,8 @@ class HotLines:
         present = sorted(n for n in names if n in src)
         if not present:
             return []
-        if len(present) == 1:
-            pat = word_pattern(present[0])
-        else:  # one scan for all names (a scan per name costs names x size)
-            words = trie_pattern([n for n in present if n != "aoti_torch_"])
-            pat = re.compile(
-                r"\b" + words + r"\b" + ("|aoti_torch_" if "aoti_torch_" in present else "")
-            )
+        # one scan for all names (a scan per name costs names x size)
+        pat = names_pattern(tuple(present))
         # one search per hot line: after a match, go on at the next line's start
         lines: list[int] = []
         search = pat.search
