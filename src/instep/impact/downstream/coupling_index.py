@@ -48,7 +48,7 @@ from instep.impact.downstream.scope import Local, LocalKind
 from instep.impact.downstream.subclasses import local_subclass_refs
 from instep.impact.downstream.tree_index import DownstreamIndex
 from instep.impact.downstream.version_gates import GateLookup, catches_import_error, gate_spans
-from instep.impact.downstream.version_refusals import refusals_in, version_flags
+from instep.impact.downstream.version_refusals import flags_and_refusals
 from instep.impact.model import CouplingKind, Reference, VersionGate
 from instep.impact.no_gc import no_cyclic_gc
 from instep.pyindex.cache import ContentCache, content_hash
@@ -266,7 +266,7 @@ def index_downstream_file(
     except RecursionError:
         out.error = f"{path}: skipped, nesting too deep to analyse"
         return out
-    flags = version_flags(tree, source, tuple(upstream_roots))
+    flags, refusals = flags_and_refusals(tree, path, source, tuple(upstream_roots))
     exports = {k: val for k, val in v.scopes[0][0].items() if val is not None}
     imported = imported_flags.candidates(tree, exports, upstream_roots, flags)
     spans = gate_spans(tree, path, source, {**imported, **flags})
@@ -291,7 +291,7 @@ def index_downstream_file(
     out.functions = v.functions
     out.gates = [s.gate for s in spans]
     out.gate_spans = spans
-    out.refusals = refusals_in(tree, path, source, tuple(upstream_roots))
+    out.refusals = refusals
     out.lines_fingerprint = forks.lines_fingerprint_of(v.norm)
     out.exports = exports
     out.flags = flags
