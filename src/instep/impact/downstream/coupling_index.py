@@ -35,6 +35,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 
 from instep.impact.downstream import forks, imported_flags
+from instep.impact.downstream.ast_children import fields_of
 from instep.impact.downstream.c_shim_names import CShimNames
 from instep.impact.downstream.definitions import Definitions
 from instep.impact.downstream.handles import config_key
@@ -79,35 +80,40 @@ class _Visitor(ImportUses, CShimNames, Definitions, Monkeypatches):
     """One file's visit: the recognisers of every coupling kind over one scope."""
 
     def visit(self, node: ast.AST) -> None:
-        if type(node) in TRY_STMTS:
-            self.v_Try(node)  # type: ignore[arg-type]
-            return
-        if (
-            type(node) in SIMPLE_STMTS
-            and not self.full
-            and not self._touches(self.hot, node.lineno, node.end_lineno or node.lineno)
-        ):
-            return
-        if (
-            type(node) in BLOCK_STMTS
-            and not self.full
-            and not self._touches(self.hot, node.lineno, node.end_lineno or node.lineno)
-        ):
-            # nothing upstream is named in it: only its defs and classes matter
-            for field in ("body", "orelse", "finalbody"):
-                for child in getattr(node, field, ()) or ():
-                    self.visit(child)
-            for h in getattr(node, "handlers", ()) or ():
-                self.visit_list(h.body)
-            for c in getattr(node, "cases", ()) or ():
-                self.visit_list(c.body)
-            return
-        meth = _DISPATCH.get(type(node))
+        t = type(node)
+        meth = _DISPATCH.get(t)
+        if t in _STMTS:  # one set test for the expressions, the most visited; a statement
+            # here is simple or a block (TRY_STMTS taken first)
+            if t in TRY_STMTS:
+                self.v_Try(node)  # type: ignore[arg-type]
+                return
+            if not self.full and not self._touches(
+                self.hot, node.lineno, node.end_lineno or node.lineno
+            ):
+                if t in SIMPLE_STMTS:
+                    return
+                # nothing upstream is named in it: only its defs and classes matter
+                for field in ("body", "orelse", "finalbody"):
+                    for child in getattr(node, field, ()) or ():
+                        self.visit(child)
+                for h in getattr(node, "handlers", ()) or ():
+                    self.visit_list(h.body)
+                for c in getattr(node, "cases", ()) or ():
+                    self.visit_list(c.body)
+                return
         if meth is not None:
             meth(self, node)
-        else:
-            for child in _children(node):
-                self.visit(child)
+            return
+        # the children, as _children gives them (inlined: most nodes come here)
+        visit = self.visit
+        for name in fields_of(t):
+            value = getattr(node, name, None)
+            if isinstance(value, ast.AST):
+                visit(value)
+            elif isinstance(value, list):
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        visit(item)
 
     def v_Try(self, node: ast.Try) -> None:
         """``try: from new import x`` / ``except ImportError: from old import x``: after the
@@ -217,9 +223,13 @@ _DISPATCH = {
 }
 
 
+_STMTS = TRY_STMTS | SIMPLE_STMTS | BLOCK_STMTS
+
+
 def _children(node: ast.AST):
-    """ast.iter_child_nodes without the generator-per-field overhead."""
-    for name in node._fields:
+    """ast.iter_child_nodes without the generator-per-field overhead (and without the
+    context and operator leaves, see :mod:`ast_children`)."""
+    for name in fields_of(type(node)):
         value = getattr(node, name, None)
         if isinstance(value, ast.AST):
             yield value
