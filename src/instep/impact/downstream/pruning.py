@@ -118,22 +118,6 @@ BLOCK_STMTS = frozenset(
 )
 
 
-def statements(tree: ast.AST):
-    """Every statement of a module, nested bodies included (no expressions)."""
-    stack = list(getattr(tree, "body", []))
-    while stack:
-        node = stack.pop()
-        yield node
-        for f in ("body", "orelse", "finalbody"):
-            b = getattr(node, f, None)
-            if b and isinstance(b, list) and isinstance(b[0], ast.stmt):
-                stack.extend(b)
-        for h in getattr(node, "handlers", ()) or ():
-            stack.extend(h.body)
-        for c in getattr(node, "cases", ()) or ():
-            stack.extend(c.body)
-
-
 _STMT_LIKE = (ast.stmt, ast.excepthandler, ast.match_case)
 
 
@@ -142,14 +126,30 @@ def statements_in_walk_order(tree: ast.AST):
     visiting an expression: breadth first through the statement lists, ``except``
     handlers and ``case`` s (a level of their own, as in ``ast.walk``), field by field."""
     todo = deque([tree])
+    fields = _BLOCK_FIELDS
     while todo:
         node = todo.popleft()
-        if not isinstance(node, (ast.excepthandler, ast.match_case)):
+        t = type(node)
+        if t not in _NOT_YIELDED:
             yield node
-        for name in node._fields:
+        names = fields.get(t)
+        if names is None:
+            names = fields[t] = _block_fields(t)
+        for name in names:
             value = getattr(node, name, None)
             if type(value) is list and value and isinstance(value[0], _STMT_LIKE):
                 todo.extend(value)
+
+
+# The only fields of a statement (or handler, case) that hold statements, handlers or cases;
+# per node type, in ``_fields`` order (the rest hold expressions, names, numbers).
+_STMT_LIST_FIELDS = frozenset({"body", "orelse", "finalbody", "handlers", "cases"})
+_BLOCK_FIELDS: dict[type, tuple[str, ...]] = {}
+_NOT_YIELDED = frozenset({ast.ExceptHandler, ast.match_case})  # levels, not statements
+
+
+def _block_fields(t: type) -> tuple[str, ...]:
+    return tuple(n for n in getattr(t, "_fields", ()) if n in _STMT_LIST_FIELDS)
 
 
 class HotLines:
@@ -162,6 +162,7 @@ class HotLines:
     setattr_lines: list[int]
     spans: list[tuple[int, int]]
     scopes: list
+    walk_statements: list[ast.AST]
 
     def is_up(self, dotted) -> bool:  # defined by Scope
         raise NotImplementedError
@@ -175,7 +176,9 @@ class HotLines:
         names = set(ALWAYS)
         names.update(registrars())
         names.update(item_assignment_tables())
-        for node in statements(tree):
+        # every statement, in ast.walk's order: kept for the other readers of the file
+        self.walk_statements = list(statements_in_walk_order(tree))
+        for node in self.walk_statements:
             if isinstance(node, ast.Import):
                 for a in node.names:
                     if self.is_up(a.name):
