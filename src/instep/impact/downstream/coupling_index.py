@@ -279,7 +279,7 @@ def index_downstream_file(
     flags, refusals = flags_and_refusals(tree, path, source, tuple(upstream_roots))
     exports = {k: val for k, val in v.scopes[0][0].items() if val is not None}
     imported = imported_flags.candidates(tree, exports, upstream_roots, flags, v.walk_statements)
-    spans = gate_spans(tree, path, source, {**imported, **flags})
+    spans = gate_spans(tree, path, source, {**imported, **flags}, v.walk_statements)
     spans, flag_uses = imported_flags.split(spans)
     lookup = GateLookup(spans)
     functions = {f.qualname: f for f in v.functions}

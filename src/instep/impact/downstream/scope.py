@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, NamedTuple
 
+from instep.impact.downstream.ast_children import children
 from instep.impact.downstream.handles import apply_handles, config_key
 from instep.impact.downstream.pruning import HotLines
 from instep.impact.model import CouplingKind, Reference
@@ -305,8 +306,12 @@ class Scope(HotLines):
     def deps(self, node: ast.AST) -> set[str]:
         """Parameters (of the enclosing functions) an expression is computed from."""
         out: set[str] = set()
-        for n in ast.walk(node):
-            if isinstance(n, ast.Name):
+        todo = [node]  # every node, in any order (a set comes out): not ast.walk's queue
+        while todo:
+            n = todo.pop()
+            if type(n) is not ast.Name:
+                todo.extend(children(n))
+            else:
                 for frame in reversed(self.frames):
                     if n.id in frame.params:
                         out.add(n.id)
