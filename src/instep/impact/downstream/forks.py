@@ -126,7 +126,18 @@ def logical_lines(lines: list[str]) -> list[str]:
     start = 0
     buf: list[str] = []
     for i, line in enumerate(lines):
-        if not buf:
+        if not buf:  # (depth is 0 here)
+            if not (
+                "(" in line
+                or ")" in line
+                or "[" in line
+                or "]" in line
+                or "{" in line
+                or "}" in line
+            ):  # most lines: a logical line of its own, no bracket to count
+                if len(line) >= MIN_FUNC_LINE_CHARS:
+                    out[i] = line
+                continue
             start = i
         buf.append(line)
         if "(" in line or ")" in line or "[" in line or "]" in line or "{" in line or "}" in line:
@@ -212,9 +223,8 @@ def lines_fingerprint(text: str) -> LinesFingerprint:
 
 
 def lines_fingerprint_of(lines: list[str]) -> LinesFingerprint:
-    return LinesFingerprint(
-        _pack(zlib.crc32(line.encode()) for line in lines if len(line) >= MIN_LINE_CHARS)
-    )
+    kept = [line for line in lines if len(line) >= MIN_LINE_CHARS]
+    return LinesFingerprint(_pack(map(zlib.crc32, map(str.encode, kept))))
 
 
 def find_forked_functions(
