@@ -171,13 +171,18 @@ class Scope(HotLines):
     def resolve(self, node: ast.AST) -> tuple[str | Local | None, bool]:
         """Absolute dotted name of a Name/Attribute chain, or the local def/class it goes
         through (None: unknown); and whether a handle was applied."""
-        chain = dotted_name(node)
-        if chain is None:
+        # dotted_name's chain, its head looked up before the rest is joined (most heads
+        # are bound to nothing: no string is built for them)
+        attrs: list[str] = []
+        while isinstance(node, ast.Attribute):
+            attrs.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
             return None, False
-        head, _, rest = chain.partition(".")
-        b = self.lookup(head)
+        b = self.lookup(node.id)
         if b is None:
             return None, False
+        rest = ".".join(reversed(attrs))
         if type(b) is Local:
             return (Local(b.kind, f"{b.qualname}.{rest}") if rest else b), False
         full = b + "." + rest if rest else b
