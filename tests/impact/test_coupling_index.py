@@ -520,3 +520,20 @@ def test_hot_lines_are_each_line_naming_a_word_once_within_the_range():
     assert hot._lines_of(names, 2, 6) == [3, 6]
     assert hot._lines_of(names, 7) == [7]  # the last line, no newline after it
     assert hot._lines_of({"torch"}, 1, 1) == [1]
+
+
+def test_reference_copy_with_one_field_is_what_replace_builds():
+    """``coupling_index._with`` stands for ``dataclasses.replace`` on references: it holds
+    while ``Reference`` has no ``__post_init__`` and no slots (the pickled index too)."""
+    import dataclasses
+    import pickle
+
+    from instep.impact.downstream.coupling_index import _with
+    from instep.impact.model import CouplingKind, Reference
+
+    assert not hasattr(Reference, "__post_init__") and not hasattr(Reference, "__slots__")
+    r = Reference(CouplingKind.IMPORT_USE, "torch.x", "a.py", 3, "x()", detail="use")
+    for name, value in (("call_shapes", ("()",)), ("gate", None), ("line", 4)):
+        want = dataclasses.replace(r, **{name: value})
+        got = _with(r, name, value)
+        assert got == want and pickle.dumps(got) == pickle.dumps(want)
