@@ -83,8 +83,8 @@ class LinesFingerprint:
         return len(self.packed) // 4
 
 
-_COMMENT = re.compile(r"#[^\n]*")
-_HSPACE = re.compile(r"[ \t\r\f\v]+")
+_COMMENT_BYTES = re.compile(rb"#[^\n]*")
+_BLANK_BYTES = b" \t\r\f\v"  # the whitespace dropped, newlines kept
 # a def's name: ``def`` + name found by its literal prefix (a search anchored at every
 # line start, ``(?m)^[ \t]*...``, cost four times more), then kept only where the line
 # before it is indentation and an optional ``async``
@@ -110,7 +110,12 @@ def normalised_lines(source: str) -> list[str]:
     string also starts a "comment" here; both sides are normalised alike.
     """
     named = _DEF_NAME.sub(_def_name_to_n, source) if "def" in source else source
-    text = _HSPACE.sub("", _COMMENT.sub("", named))
+    # comments and whitespace go on the UTF-8 bytes (``#``, the newline and the blanks are
+    # ASCII, which no multi-byte character contains): a byte ``translate`` deletes the
+    # blanks four times faster than a regex substitution per run of them; surrogatepass
+    # brings back any lone surrogate as it was
+    data = _COMMENT_BYTES.sub(b"", named.encode("utf-8", "surrogatepass"))
+    text = data.translate(None, _BLANK_BYTES).decode("utf-8", "surrogatepass")
     return text.split("\n")
 
 
