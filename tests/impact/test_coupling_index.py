@@ -428,6 +428,27 @@ def test_prefix_factored_name_scan_matches_the_plain_alternation():
     assert not trie.search("torchx _torch regist")
 
 
+def test_names_pattern_matches_where_the_bounded_alternation_does():
+    """The literal-first scan pattern starts a match exactly where ``\\b(?:...)\\b`` (and
+    the bare prefix ``aoti_torch_``) would: names starting with a non-word character
+    (``*`` of a star import) included."""
+    import random
+    import re
+
+    from instep.impact.downstream.pruning import names_pattern
+
+    rng = random.Random(11)
+    words = ["torch", "to", "torch_npu", "aten", "V", "V.graph", "*", "op", "aoti_torch_"]
+    noise = ["foo", "torchx", "_torch", "V.g", "2**63", "a*b", "xop", "aoti_torch_x", "\n"]
+    text = " ".join(rng.choice(words + noise) for _ in range(5000)).replace(" \n ", "\n")
+    others = [w for w in words if w != "aoti_torch_"]
+    plain = re.compile(r"\b(?:" + "|".join(map(re.escape, others)) + r")\b|aoti_torch_")
+    fast = names_pattern(tuple(sorted(words)))
+    starts = {i for i in range(len(text) + 1) if plain.match(text, i)}
+    assert {i for i in range(len(text) + 1) if fast.match(text, i)} == starts
+    assert starts
+
+
 WALK_ORDER_SOURCE = """
 import a as x
 def f():
@@ -499,3 +520,20 @@ def test_hot_lines_are_each_line_naming_a_word_once_within_the_range():
     assert hot._lines_of(names, 2, 6) == [3, 6]
     assert hot._lines_of(names, 7) == [7]  # the last line, no newline after it
     assert hot._lines_of({"torch"}, 1, 1) == [1]
+
+
+def test_reference_copy_with_one_field_is_what_replace_builds():
+    """``coupling_index._with`` stands for ``dataclasses.replace`` on references: it holds
+    while ``Reference`` has no ``__post_init__`` and no slots (the pickled index too)."""
+    import dataclasses
+    import pickle
+
+    from instep.impact.downstream.coupling_index import _with
+    from instep.impact.model import CouplingKind, Reference
+
+    assert not hasattr(Reference, "__post_init__") and not hasattr(Reference, "__slots__")
+    r = Reference(CouplingKind.IMPORT_USE, "torch.x", "a.py", 3, "x()", detail="use")
+    for name, value in (("call_shapes", ("()",)), ("gate", None), ("line", 4)):
+        want = dataclasses.replace(r, **{name: value})
+        got = _with(r, name, value)
+        assert got == want and pickle.dumps(got) == pickle.dumps(want)

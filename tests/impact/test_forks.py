@@ -165,3 +165,12 @@ def test_matching_over_processes_gives_the_serial_result_in_its_order():
         "torch._inductor.lowering.expand",
         "torch._inductor.lowering.cat",
     }
+
+
+def test_normalised_lines_drop_comments_and_blanks_of_any_text():
+    """Comments and blanks (space, tab, CR, FF, VT) go, newlines and other characters stay;
+    non-ASCII text, a comment of non-ASCII text and a lone surrogate come through."""
+    from instep.impact.downstream.forks import normalised_lines
+
+    src = "a = '\udc80'  # é x\n\tdef  f( x ):\r\n  pass\x0b\x0c é\u00a0b\nasync def g(): # c"
+    assert normalised_lines(src) == ["a='\udc80'", "defN(x):", "passé\u00a0b", "asyncdefN():"]

@@ -206,3 +206,31 @@ def test_the_report_for_people_lists_refusals_first_under_act_now(tmp_path, fmt,
     assert text.index("torch_npu/allow_list.py:12") < text.index("torch_npu/allow_list.py:21")
     if fmt == "html":  # no Markdown backticks in the page
         assert "(fails when fake_mode is called)" in text
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+def test_a_name_derived_from_the_version_deep_in_a_module_makes_a_flag(newline):
+    """``TV = Version(torch.__version__)`` below a long literal, at any line break the
+    parser knows, makes ``TV`` a current-version name (only the lines saying "version"
+    are walked to find it)."""
+    import ast
+
+    from instep.impact.downstream.version_refusals import version_flags
+
+    table = "".join(f"    'k{i}': {i},{newline}" for i in range(50))
+    src = newline.join(
+        [
+            "import torch",
+            "from packaging.version import Version",
+            "TABLE = {",
+            table + "}",
+            "TV = [",
+            "    1,",
+            "    Version(torch.__version__),",
+            "][1]",
+            "OLD = TV < Version('2.2')",
+            "",
+        ]
+    )
+    flags = version_flags(ast.parse(src), src)
+    assert "OLD" in flags

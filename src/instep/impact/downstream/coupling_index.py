@@ -35,6 +35,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 
 from instep.impact.downstream import forks, imported_flags
+from instep.impact.downstream.ast_children import fields_of
 from instep.impact.downstream.c_shim_names import CShimNames
 from instep.impact.downstream.definitions import Definitions
 from instep.impact.downstream.handles import config_key
@@ -48,7 +49,7 @@ from instep.impact.downstream.scope import Local, LocalKind
 from instep.impact.downstream.subclasses import local_subclass_refs
 from instep.impact.downstream.tree_index import DownstreamIndex
 from instep.impact.downstream.version_gates import GateLookup, catches_import_error, gate_spans
-from instep.impact.downstream.version_refusals import refusals_in, version_flags
+from instep.impact.downstream.version_refusals import flags_and_refusals
 from instep.impact.model import CouplingKind, Reference, VersionGate
 from instep.impact.no_gc import no_cyclic_gc
 from instep.pyindex.cache import ContentCache, content_hash
@@ -67,6 +68,17 @@ FORMAT = "coupling-index-v13"  # bump when any cached class changes shape
 MAX_FILE_BYTES = 8 * 1024 * 1024
 
 
+def _with(r: Reference, name: str, value: object) -> Reference:
+    """``dataclasses.replace(r, name=value)``, three times cheaper: ``Reference`` is a
+    frozen dataclass without ``__post_init__``, so a copy of its fields (same order, same
+    objects) with one changed is what ``replace`` and ``__init__`` would build."""
+    new = object.__new__(type(r))
+    fields = new.__dict__
+    fields.update(r.__dict__)
+    fields[name] = value
+    return new
+
+
 def _gate_of(r: Reference, v: _Visitor, lookup: GateLookup) -> VersionGate | None:
     """The gate around ``r``'s line; for a use of a name bound by ``try: from a import x
     except ImportError: from b import x``, the ``try`` import's gate (the name only
@@ -79,35 +91,40 @@ class _Visitor(ImportUses, CShimNames, Definitions, Monkeypatches):
     """One file's visit: the recognisers of every coupling kind over one scope."""
 
     def visit(self, node: ast.AST) -> None:
-        if type(node) in TRY_STMTS:
-            self.v_Try(node)  # type: ignore[arg-type]
-            return
-        if (
-            type(node) in SIMPLE_STMTS
-            and not self.full
-            and not self._touches(self.hot, node.lineno, node.end_lineno or node.lineno)
-        ):
-            return
-        if (
-            type(node) in BLOCK_STMTS
-            and not self.full
-            and not self._touches(self.hot, node.lineno, node.end_lineno or node.lineno)
-        ):
-            # nothing upstream is named in it: only its defs and classes matter
-            for field in ("body", "orelse", "finalbody"):
-                for child in getattr(node, field, ()) or ():
-                    self.visit(child)
-            for h in getattr(node, "handlers", ()) or ():
-                self.visit_list(h.body)
-            for c in getattr(node, "cases", ()) or ():
-                self.visit_list(c.body)
-            return
-        meth = _DISPATCH.get(type(node))
+        t = type(node)
+        meth = _DISPATCH.get(t)
+        if t in _STMTS:  # one set test for the expressions, the most visited; a statement
+            # here is simple or a block (TRY_STMTS taken first)
+            if t in TRY_STMTS:
+                self.v_Try(node)  # type: ignore[arg-type]
+                return
+            if not self.full and not self._touches(
+                self.hot, node.lineno, node.end_lineno or node.lineno
+            ):
+                if t in SIMPLE_STMTS:
+                    return
+                # nothing upstream is named in it: only its defs and classes matter
+                for field in ("body", "orelse", "finalbody"):
+                    for child in getattr(node, field, ()) or ():
+                        self.visit(child)
+                for h in getattr(node, "handlers", ()) or ():
+                    self.visit_list(h.body)
+                for c in getattr(node, "cases", ()) or ():
+                    self.visit_list(c.body)
+                return
         if meth is not None:
             meth(self, node)
-        else:
-            for child in _children(node):
-                self.visit(child)
+            return
+        # the children, as _children gives them (inlined: most nodes come here)
+        visit = self.visit
+        for name in fields_of(t):
+            value = getattr(node, name, None)
+            if isinstance(value, ast.AST):
+                visit(value)
+            elif isinstance(value, list):
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        visit(item)
 
     def v_Try(self, node: ast.Try) -> None:
         """``try: from new import x`` / ``except ImportError: from old import x``: after the
@@ -217,9 +234,13 @@ _DISPATCH = {
 }
 
 
+_STMTS = TRY_STMTS | SIMPLE_STMTS | BLOCK_STMTS
+
+
 def _children(node: ast.AST):
-    """ast.iter_child_nodes without the generator-per-field overhead."""
-    for name in node._fields:
+    """ast.iter_child_nodes without the generator-per-field overhead (and without the
+    context and operator leaves, see :mod:`ast_children`)."""
+    for name in fields_of(type(node)):
         value = getattr(node, name, None)
         if isinstance(value, ast.AST):
             yield value
@@ -266,10 +287,10 @@ def index_downstream_file(
     except RecursionError:
         out.error = f"{path}: skipped, nesting too deep to analyse"
         return out
-    flags = version_flags(tree, source, tuple(upstream_roots))
+    flags, refusals = flags_and_refusals(tree, path, source, tuple(upstream_roots))
     exports = {k: val for k, val in v.scopes[0][0].items() if val is not None}
-    imported = imported_flags.candidates(tree, exports, upstream_roots, flags)
-    spans = gate_spans(tree, path, source, {**imported, **flags})
+    imported = imported_flags.candidates(tree, exports, upstream_roots, flags, v.walk_statements)
+    spans = gate_spans(tree, path, source, {**imported, **flags}, v.walk_statements)
     spans, flag_uses = imported_flags.split(spans)
     lookup = GateLookup(spans)
     functions = {f.qualname: f for f in v.functions}
@@ -279,10 +300,10 @@ def index_downstream_file(
     refs.extend(local_subclass_refs(v.classes, out.module, functions, upstream_roots, lookup.at))
     refs.extend(op_references(tree, path, source))
     if spans:
-        refs = [r if r.gate else replace(r, gate=_gate_of(r, v, lookup)) for r in refs]
-        v.pending = [replace(r, gate=lookup.at(r.line)) for r in v.pending]
+        refs = [r if r.gate else _with(r, "gate", _gate_of(r, v, lookup)) for r in refs]
+        v.pending = [_with(r, "gate", lookup.at(r.line)) for r in v.pending]
     out.references = [
-        replace(r, call_shapes=v.call_shapes_of(r))
+        _with(r, "call_shapes", v.call_shapes_of(r))
         if r.kind is CouplingKind.IMPORT_USE
         and (r.detail == "use" or r.detail.startswith(("from ", "import ")))
         else r
@@ -291,7 +312,7 @@ def index_downstream_file(
     out.functions = v.functions
     out.gates = [s.gate for s in spans]
     out.gate_spans = spans
-    out.refusals = refusals_in(tree, path, source, tuple(upstream_roots))
+    out.refusals = refusals
     out.lines_fingerprint = forks.lines_fingerprint_of(v.norm)
     out.exports = exports
     out.flags = flags

@@ -15,9 +15,10 @@ version check gates nothing. Nothing here reads a version or decides a gate.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
+from instep.impact.downstream.pruning import statements_in_walk_order
 from instep.impact.downstream.records import DownstreamFileIndex
 from instep.impact.downstream.version_gates import GateLookup, GateSpan, flag_name
 
@@ -35,9 +36,11 @@ def candidates(
     exports: Mapping[str, object],
     upstream_roots: tuple[str, ...],
     own: Mapping[str, object],
+    statements: Iterable[ast.AST] | None = None,
 ) -> dict[str, tuple[ImportedFlag, ImportedFlag]]:
     """``if`` tests naming a module-level import from a downstream module (not one of
-    ``upstream_roots``, not a flag this module sets itself): name as written -> placeholders."""
+    ``upstream_roots``, not a flag this module sets itself): name as written -> placeholders.
+    ``statements``: ``tree``'s, in ``statements_in_walk_order``, where the caller has them."""
     bound = {
         k: v
         for k, v in exports.items()
@@ -46,8 +49,10 @@ def candidates(
     if not bound:
         return {}
     out: dict[str, tuple[ImportedFlag, ImportedFlag]] = {}
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.If):
+    # ast.walk's order (the first ``if`` naming a flag gives its entry), statements only:
+    # an ``if`` is never inside an expression
+    for node in statements if statements is not None else statements_in_walk_order(tree):
+        if type(node) is not ast.If:
             continue
         test = node.test
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, NamedTuple
 
+from instep.impact.downstream.ast_children import children
 from instep.impact.downstream.handles import apply_handles, config_key
 from instep.impact.downstream.pruning import HotLines
 from instep.impact.model import CouplingKind, Reference
@@ -170,13 +171,18 @@ class Scope(HotLines):
     def resolve(self, node: ast.AST) -> tuple[str | Local | None, bool]:
         """Absolute dotted name of a Name/Attribute chain, or the local def/class it goes
         through (None: unknown); and whether a handle was applied."""
-        chain = dotted_name(node)
-        if chain is None:
+        # dotted_name's chain, its head looked up before the rest is joined (most heads
+        # are bound to nothing: no string is built for them)
+        attrs: list[str] = []
+        while isinstance(node, ast.Attribute):
+            attrs.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
             return None, False
-        head, _, rest = chain.partition(".")
-        b = self.lookup(head)
+        b = self.lookup(node.id)
         if b is None:
             return None, False
+        rest = ".".join(reversed(attrs))
         if type(b) is Local:
             return (Local(b.kind, f"{b.qualname}.{rest}") if rest else b), False
         full = b + "." + rest if rest else b
@@ -305,8 +311,12 @@ class Scope(HotLines):
     def deps(self, node: ast.AST) -> set[str]:
         """Parameters (of the enclosing functions) an expression is computed from."""
         out: set[str] = set()
-        for n in ast.walk(node):
-            if isinstance(n, ast.Name):
+        todo = [node]  # every node, in any order (a set comes out): not ast.walk's queue
+        while todo:
+            n = todo.pop()
+            if type(n) is not ast.Name:
+                todo.extend(children(n))
+            else:
                 for frame in reversed(self.frames):
                     if n.id in frame.params:
                         out.add(n.id)

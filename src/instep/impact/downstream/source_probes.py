@@ -20,6 +20,7 @@ its ``else`` branch gets the opposite gate. Deciding a probe needs the upstream 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 
 from instep.impact.downstream.pruning import statements_in_walk_order
 from instep.impact.model import SourceProbe, VersionGate
@@ -28,11 +29,12 @@ from instep.pyindex.registrations import dotted_name
 _SOURCE_READERS = frozenset({"getsource", "getsourcelines"})
 
 
-def module_aliases(tree: ast.Module) -> dict[str, str]:
+def module_aliases(tree: ast.Module, statements: Iterable[ast.AST] | None = None) -> dict[str, str]:
     """Every import of the module, at any depth: local name -> absolute dotted name (the
-    last import of a name in ``ast.walk``'s order wins)."""
+    last import of a name in ``ast.walk``'s order wins). ``statements``: ``tree``'s, in
+    ``statements_in_walk_order``, where the caller has them."""
     out: dict[str, str] = {}
-    for node in statements_in_walk_order(tree):
+    for node in statements if statements is not None else statements_in_walk_order(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
                 if a.asname:
@@ -49,8 +51,8 @@ def module_aliases(tree: ast.Module) -> dict[str, str]:
 class ProbeReader:
     """The probes a module defines and the probe an ``if`` test asks."""
 
-    def __init__(self, tree: ast.Module, conds) -> None:
-        self.aliases = module_aliases(tree)
+    def __init__(self, tree: ast.Module, conds, statements: Iterable[ast.AST] | None = None):
+        self.aliases = module_aliases(tree, statements)
         self.conds = conds  # version_gates._Conditions: version comparisons -> ranges
         self.constants: dict[str, SourceProbe] = {}
         self.functions: dict[str, SourceProbe] = {}

@@ -13,6 +13,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from instep.impact.downstream.ast_children import children
+
 # nested scopes: their names are their own (a parameter of the same name, a rebinding)
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
@@ -35,7 +37,7 @@ def _body_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
         node = todo.pop()
         yield node
         if not isinstance(node, _NESTED):
-            todo.extend(reversed(list(ast.iter_child_nodes(node))))
+            todo.extend(reversed(children(node)))  # (no ctx leaves: never yielded here)
 
 
 def attribute_steps(

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import bisect
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from instep.impact.downstream import source_probes
@@ -279,11 +280,13 @@ def gate_spans(
     path: str,
     source: str,
     flags: dict[str, tuple[object, object]] | None = None,
+    statements: Iterable[ast.AST] | None = None,
 ) -> list[GateSpan]:
     """All gates of a module with the line span each guards (outermost first). ``flags``:
     names the module (or one it imports from) set in a version check, with the conditions
     under which each is true and false (``version_refusals.version_flags``, predicates
-    this module does not read): ``if FLAG:`` is gated by them."""
+    this module does not read): ``if FLAG:`` is gated by them. ``statements``: ``tree``'s
+    in ``pruning.statements_in_walk_order``, where the caller has them."""
     if not flags and not _may_gate(source):
         return []
     conds = _Conditions()
@@ -297,7 +300,7 @@ def gate_spans(
                     if isinstance(t, ast.Name):
                         conds.constants[t.id] = rng
     if "getsource" in source or "_C" in source:
-        conds.probes = source_probes.ProbeReader(tree, conds)
+        conds.probes = source_probes.ProbeReader(tree, conds, statements)
     spans: list[GateSpan] = []
     stmt_starts: dict[int, ast.stmt] = {}
     for block in _walk_blocks(tree):

@@ -20,6 +20,8 @@ module decides a refusal against given versions (:func:`new_refusals`) and rende
 from __future__ import annotations
 
 import ast
+import bisect
+import re
 from dataclasses import dataclass
 
 from instep.impact.downstream import version_gates as vg
@@ -152,13 +154,20 @@ def _short(text: str) -> str:
     return text if len(text) <= _MAX_TEXT else text[: _MAX_TEXT - 3] + "..."
 
 
+_LINE_BREAKS = re.compile(r"\r\n?|\n")  # the parser's line breaks
+_VERSION = re.compile("version", re.IGNORECASE)
+
+
 class _Reader:
     """Turns test expressions into predicates, knowing the module's version constants."""
 
-    def __init__(self, roots: tuple[str, ...]) -> None:
+    def __init__(self, roots: tuple[str, ...], source: str | None = None) -> None:
         self.roots = roots
         self.flags: dict[str, Predicate] = {}
         self.derived: set[str] = set()  # module names bound from <root>.__version__
+        self.source = source  # the module's text, to skip expressions that cannot mention
+        self._starts: list[int] | None = None
+        self._mentions: tuple[int, list[int]] | None = None  # (len(derived), lines)
 
     def is_current(self, node: ast.AST) -> bool:
         """``torch.__version__`` (sliced, parsed) or a name derived from it."""
@@ -183,7 +192,43 @@ class _Reader:
         return False
 
     def mentions_current(self, node: ast.AST) -> bool:
-        return any(self.is_current(n) for n in ast.walk(node))
+        if self.source is None:
+            return any(self.is_current(n) for n in ast.walk(node))
+        # the same question, asked only of the parts whose lines could hold a current
+        # version: ``<root>.__version__`` and every version name say "version", a derived
+        # name is named (``is_current`` holds for nothing else); one module-level literal
+        # of 6,000 lines is thus not walked whole
+        lines = self._mention_lines()
+        todo = [node]
+        while todo:
+            n = todo.pop()
+            start = getattr(n, "lineno", None)
+            end = getattr(n, "end_lineno", None)
+            if start is not None and end is not None:
+                i = bisect.bisect_left(lines, start)
+                if i == len(lines) or lines[i] > end:
+                    continue
+            if self.is_current(n):
+                return True
+            todo.extend(ast.iter_child_nodes(n))
+        return False
+
+    def _mention_lines(self) -> list[int]:
+        """Sorted numbers of the lines saying "version" (any case) or a derived name."""
+        src = self.source or ""
+        if self._starts is None:  # where each line starts, at the parser's line breaks
+            self._starts = [0, *(m.end() for m in _LINE_BREAKS.finditer(src))]
+        if self._mentions is None or self._mentions[0] != len(self.derived):
+            pattern = _VERSION
+            if self.derived:
+                words = "|".join(map(re.escape, sorted(self.derived)))
+                pattern = re.compile(f"{_VERSION.pattern}|{words}", re.IGNORECASE)
+            # (?i) matches wherever lower() would say "version", and the derived names
+            # case-blind too: a few lines more to look at, none fewer
+            starts = self._starts
+            found = {bisect.bisect_right(starts, m.start()) for m in pattern.finditer(src)}
+            self._mentions = (len(self.derived), sorted(found))
+        return self._mentions[1]
 
     def predicate(self, node: ast.AST) -> Predicate:
         if isinstance(node, ast.Constant) and isinstance(node.value, bool):
@@ -383,20 +428,44 @@ def _ends(block: list[ast.stmt]) -> bool:
     return bool(block) and isinstance(block[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
 
 
+def _constants(tree: ast.Module, source: str, roots: tuple[str, ...]) -> _Reader | None:
+    """The module's version constants and flags (the reader after its first pass), or
+    None when the module never says "version" (then it has none)."""
+    if "version" not in source.lower():
+        return None
+    reader = _Reader(tuple(roots) or ("torch",), source)
+    _Walk(reader, "", collect=False).block(tree.body, (), (), "module", "")
+    return reader
+
+
+def _refusals(tree: ast.Module, path: str, source: str, reader: _Reader | None) -> list[Refusal]:
+    if reader is None or not any(w in source for w in ("raise", "assert", "exit", "abort")):
+        return []
+    walk = _Walk(reader, path, collect=True)  # reads the constants, changes none
+    walk.block(tree.body, (), (), "module", "")
+    return walk.found
+
+
+def _flags(reader: _Reader | None) -> dict[str, tuple[Predicate, Predicate]]:
+    if reader is None:
+        return {}
+    return {k: (v, Not(v)) for k, v in reader.flags.items() if _about_version(v)}
+
+
 def refusals_in(
     tree: ast.Module, path: str, source: str, upstream_roots: tuple[str, ...] = ("torch",)
 ) -> list[Refusal]:
     """Every version check of a module whose refusing branch raises, asserts or exits,
     undecided (:func:`new_refusals` decides them against two versions)."""
-    if "version" not in source.lower() or not any(
-        w in source for w in ("raise", "assert", "exit", "abort")
-    ):
-        return []
-    reader = _Reader(tuple(upstream_roots) or ("torch",))
-    _Walk(reader, path, collect=False).block(tree.body, (), (), "module", "")  # constants
-    walk = _Walk(reader, path, collect=True)
-    walk.block(tree.body, (), (), "module", "")
-    return walk.found
+    return _refusals(tree, path, source, _constants(tree, source, upstream_roots))
+
+
+def flags_and_refusals(
+    tree: ast.Module, path: str, source: str, upstream_roots: tuple[str, ...] = ("torch",)
+) -> tuple[dict[str, tuple[Predicate, Predicate]], list[Refusal]]:
+    """:func:`version_flags` and :func:`refusals_in` of one module, its constants read once."""
+    reader = _constants(tree, source, upstream_roots)
+    return _flags(reader), _refusals(tree, path, source, reader)
 
 
 def version_flags(
@@ -407,8 +476,4 @@ def version_flags(
     version ``if``/``elif`` chain (``False`` before it): name -> the conditions under which
     the flag is true and false. The gate reader (:mod:`version_gates`) gates ``if FLAG:``
     with them (the join decides them on the new upstream's version, ``facts.facts_for``)."""
-    if "version" not in source.lower():
-        return {}
-    reader = _Reader(tuple(upstream_roots) or ("torch",))
-    _Walk(reader, "", collect=False).block(tree.body, (), (), "module", "")
-    return {k: (v, Not(v)) for k, v in reader.flags.items() if _about_version(v)}
+    return _flags(_constants(tree, source, upstream_roots))
