@@ -182,7 +182,7 @@ class SkippedInit:
         self.down_tree_of = down_tree_of  # downstream path -> parsed module
         self.down_classes = down_classes  # module.qualname -> DownstreamClass
         self._setters: dict[tuple[tuple[UpClass, ...], str], list[tuple[UpClass, str]]] = {}
-        self._up_memo: dict[UpClass, tuple] = {}  # upstream class -> _up_stores
+        self._up_memo: dict[UpClass, tuple] = {}  # upstream class -> up_stores
         self._own: dict[str, _OwnInit | None] = {}  # downstream class -> _own_init
         self._own_for: dict | None = None  # the down_classes _own was made from
 
@@ -194,7 +194,7 @@ class SkippedInit:
             return None, ""
         return find_class(self.tree_of(sym.path), qual), sym.path
 
-    def _up_stores(
+    def up_stores(
         self, up: UpClass
     ) -> tuple[ast.ClassDef | None, str, set[str], list[tuple[ast.AST, set[str]]]]:
         """(the class, its path, :func:`_class_level`, each method with its
@@ -218,7 +218,7 @@ class SkippedInit:
             return self._setters[key]
         found: list[tuple[UpClass, str]] = []
         for up in mro:
-            node, path, level, methods = self._up_stores(up)
+            node, path, level, methods = self.up_stores(up)
             if node is None or attr in level or "__getattr__" in level:
                 found = []
                 break
