@@ -523,8 +523,11 @@ class _Analysis:
         # fork detection reads only the changes and the downstream functions, hook names
         # the changes, the downstream classes and the resolver (not what references()
         # sets): each runs in a forked child, started before the rest is set up, while this
-        # process sets up and matches the references
-        search = ForkSearch(self.jobs, self.cache_root, self._lines_of)
+        # process sets up and matches the references. That process and the hook-name
+        # child keep two CPUs busy: fork detection's own pools get only the CPUs beyond
+        # those (with --jobs 2 none: a pool there only added its workers' start and the
+        # sources pickled to them, about 1 CPU-s, to the CPUs the others wait for)
+        search = ForkSearch(max(1, self.jobs - 2), self.cache_root, self._lines_of)
         hooks = HookNames(join, units, self._lines_of, down, calls, read_down=read_down)
         passes = forked_passes.start(
             self.jobs, {"fork detection": search.work(units, down), "hook names": hooks.find}
