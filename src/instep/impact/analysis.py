@@ -9,6 +9,7 @@ own module; none of them imports analysed code.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import time
@@ -135,6 +136,7 @@ class _Analysis:
         self.mode = req.mode()
         self.jobs = req.jobs or default_jobs()
         self._names_memo: dict[str, frozenset[str]] = {}
+        self._down_bytes: dict[str, bytes] = {}  # downstream path -> bytes (the join's)
         root = req.cache_dir if req.use_cache else None
         self.cache_root = root
         self.stage_of = lambda path: stages.stage_for(path, req.stage_map or None)
@@ -508,21 +510,34 @@ class _Analysis:
         calls = UpstreamCalls(self.new.paths(), self.new.read)
         join = Join(units, self.resolver(), down.roots, self.new_version, self._names_in, calls)
         snap = self._downstream_snapshot()
+        read_down = self._read_down
+        if self.jobs > 1:
+            # what both the children forked below and this process read (every file of the
+            # new upstream, every downstream file), read once here: else each reads all
+            calls.texts()
+            for p in snap.paths():
+                if p.endswith(".py"):
+                    # an error is not kept: the pass that reads the file meets it as before
+                    with contextlib.suppress(OSError, KeyError, BadInput):
+                        read_down(p)
         # fork detection reads only the changes and the downstream functions, hook names
         # the changes, the downstream classes and the resolver (not what references()
         # sets): each runs in a forked child, started before the rest is set up, while this
-        # process sets up and matches the references
-        search = ForkSearch(self.jobs, self.cache_root, self._lines_of)
-        hooks = HookNames(join, units, self._lines_of, down, calls, read_down=snap.read)
+        # process sets up and matches the references. That process and the hook-name
+        # child keep two CPUs busy: fork detection's own pools get only the CPUs beyond
+        # those (with --jobs 2 none: a pool there only added its workers' start and the
+        # sources pickled to them, about 1 CPU-s, to the CPUs the others wait for)
+        search = ForkSearch(max(1, self.jobs - 2), self.cache_root, self._lines_of)
+        hooks = HookNames(join, units, self._lines_of, down, calls, read_down=read_down)
         passes = forked_passes.start(
             self.jobs, {"fork detection": search.work(units, down), "hook names": hooks.find}
         )
-        join.swaps = tuple(find_swaps(snap.paths(), snap.read, join.resolver.module_paths))
+        join.swaps = tuple(find_swaps(snap.paths(), read_down, join.resolver.module_paths))
         join.op_arguments = OpArguments(self.new.paths(), self._new_index)
-        join.escapes = ClassEscapes(snap.paths(), snap.read, calls.texts)
-        join.devices = DeviceClasses(down, join.resolver, snap.paths(), snap.read, calls.texts)
+        join.escapes = ClassEscapes(snap.paths(), read_down, calls.texts)
+        join.devices = DeviceClasses(down, join.resolver, snap.paths(), read_down, calls.texts)
         join.probes = self._probes()
-        join.inductor = find_inductor_use(snap.paths(), snap.read)
+        join.inductor = find_inductor_use(snap.paths(), read_down)
         refs = list(down.references())
         self.stats["downstream_references"] = len(refs)
         if not refs and self.stats.get("downstream_files"):
@@ -539,12 +554,12 @@ class _Analysis:
         # added where the pass ran before: the same order, the same keys kept
         self.stats["hook_name_couplings"] = add_found(join, units, passes["hook names"]())
         self.stats["inherited_attribute_couplings"] = DroppedAttributes(
-            join, units, self._lines_of, down, calls.tree, snap.read
+            join, units, self._lines_of, down, calls.tree, read_down
         ).match()
         fork_refs = passes["fork detection"]()
         self.stats["fork_references"] = join.forks(fork_refs)
         self.stats["fork_gap_couplings"] = ForkGaps(
-            join, units, down, calls, read_down=snap.read
+            join, units, down, calls, read_down=read_down
         ).match(fork_refs, refs)
         return join.couplings()
 
@@ -565,11 +580,19 @@ class _Analysis:
         memo = self._names_memo
         if path not in memo:
             try:
-                text = self._downstream_snapshot().read(path).decode("utf-8", "replace")
+                text = self._read_down(path).decode("utf-8", "replace")
             except (OSError, KeyError):
                 text = ""
             memo[path] = frozenset(_ATTRIBUTE_NAMES.findall(text))
         return memo[path]
+
+    def _read_down(self, path: str) -> bytes:
+        """A downstream file's bytes, kept: the join's passes each read every file (a
+        wheel's member is decompressed again on each read); errors are not kept."""
+        kept = self._down_bytes
+        if path not in kept:
+            kept[path] = self._downstream_snapshot().read(path)
+        return kept[path]
 
     def _lines_of(
         self, u: UpstreamChange, c: SymbolChange

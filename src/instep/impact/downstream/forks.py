@@ -106,8 +106,9 @@ def _def_name_to_n(m: re.Match[str]) -> str:
 def normalised_lines(source: str) -> list[str]:
     """One entry per source line: comments and all whitespace removed, def names -> N.
 
-    Regex only (no Python loop per token): cheap enough for a whole tree. A '#' inside a
-    string also starts a "comment" here; both sides are normalised alike.
+    Regexes and a translate (a Python call per ``def`` only): cheap enough for a whole
+    tree. A '#' inside a string also starts a "comment" here; both sides are normalised
+    alike.
     """
     named = _DEF_NAME.sub(_def_name_to_n, source) if "def" in source else source
     # comments and whitespace go on the UTF-8 bytes (``#``, the newline and the blanks are
@@ -117,6 +118,7 @@ def normalised_lines(source: str) -> list[str]:
     data = _COMMENT_BYTES.sub(b"", named.encode("utf-8", "surrogatepass"))
     text = data.translate(None, _BLANK_BYTES).decode("utf-8", "surrogatepass")
     return text.split("\n")
+
 
 
 def logical_lines(lines: list[str]) -> list[str]:

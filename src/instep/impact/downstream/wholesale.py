@@ -26,6 +26,7 @@ Static only: nothing is imported. A ``setattr`` with a constant name is a monkey
 from __future__ import annotations
 
 import ast
+from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -88,12 +89,23 @@ class _Loop:
 def _loops(path: str, tree: ast.Module, modules: set[str], upstream: set[str]) -> list[_Loop]:
     module = module_of(path)
     package = path.endswith("__init__.py")
-    if not any(_rebinding(n) for n in ast.walk(tree)):
+    defs: list[ast.FunctionDef | ast.AsyncFunctionDef] = []  # in the order of ast.walk
+    at: list[int] = []  # lines of the rebinding calls
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            defs.append(n)
+        elif isinstance(n, ast.Call) and _rebinding(n):
+            at.append(n.lineno)
+    if not at:
         return []  # no setattr(name, <not a literal>, value) anywhere: no def holds a loop of one
+    at.sort()
     top = _imports(tree.body, module, package)
     out: list[_Loop] = []
-    for fn in ast.walk(tree):
-        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    for fn in defs:
+        # a loop of the def, and so its calls, lies within the def's lines: a def with no
+        # such call there is not walked (most defs of a file that has one)
+        k = bisect_left(at, fn.lineno)
+        if k == len(at) or at[k] > (fn.end_lineno or fn.lineno):
             continue
         calls = [
             call

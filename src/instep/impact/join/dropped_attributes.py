@@ -194,17 +194,19 @@ class DroppedAttributes:
         """Does a class of the new ``mro`` still give ``attr`` (any method, class level,
         an annotation, ``__getattr__``)? None when a class of it is not read."""
         for up in mro:
-            node, _ = self.skipped._up_class(up)
+            # the class and what its methods store, read once per class (every holder of
+            # every dropped attribute asks again)
+            node, _, class_level, methods = self.skipped.up_stores(up)
             if node is None:
                 return None
-            level = _class_level(node) | {
+            level = class_level | {
                 s.target.id
                 for s in node.body
                 if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)
             }
             if attr in level or level & _DYNAMIC:
                 return True
-            if any(attr in _stores(fn) for fn in _methods(node)):
+            if any(attr in stores for _, stores in methods):
                 return True
         return False
 

@@ -53,8 +53,8 @@ class ForkSearch:
         def refs() -> list[Reference]:
             from instep.impact.downstream import forks
 
-            # in a child, the parent matches references for about a third of its time:
-            # the child's pools (fingerprints, then matching) use the cores meanwhile
+            # in a child, while the parent matches references: the child's pools
+            # (fingerprints, then matching) use the cores its ``jobs`` gives it meanwhile
             return self.refs(units, down, forks)
 
         return refs

@@ -433,6 +433,7 @@ class HookNames:
         self._reads_of: dict[str, list[Read]] = defaultdict(list)  # member -> calls of it
         self._defs: dict[str, dict[str, list]] = {}
         self._defaults: dict[tuple[str, str, str], tuple[bool, str]] = {}
+        self._normal: dict[tuple[str, str], list[tuple[str, int]] | None] = {}
         self._file_reads: dict[tuple[str, str], tuple[str, list, list]] = {}
         self._sub_modules: frozenset[str] = frozenset()
         self.read_down = read_down  # downstream path -> bytes: __init__ bodies, registrations
@@ -615,11 +616,20 @@ class HookNames:
         on its normal path, an attribute on ``info`` that only an upstream ``__init__`` it
         skips would set (skipped_init); reads of ``old_reads`` are not looked at."""
         name = self._down_name.get((info.path, info.qualname))
-        ran = self._normal_path(where, member) if name is not None else None
-        if ran is None or name is None or self.read_down is None:
+        normal = self._normal_reads(where, member) if name is not None else None
+        if normal is None or name is None or self.read_down is None:
             return None
-        reads = [(a, n) for a, n in unconditional_self_reads(ran) if a not in old_reads]
+        reads = [(a, n) for a, n in normal if a not in old_reads]
         return self.skipped.first_break(name, mro, where, reads)
+
+    def _normal_reads(self, where: str, member: str) -> list[tuple[str, int]] | None:
+        """:func:`unconditional_self_reads` of :meth:`_normal_path` (None: no def found),
+        memoised: every holder of an inherited member asks for the same def's reads."""
+        key = (where, member)
+        if key not in self._normal:
+            ran = self._normal_path(where, member)
+            self._normal[key] = None if ran is None else unconditional_self_reads(ran)
+        return self._normal[key]
 
     def _own_delegate(self, info, where: str, member: str) -> str | None:
         """The attribute a default read as CUDA-specific only for its file delegates to,
@@ -836,10 +846,20 @@ class HookNames:
         for n, raw in raws:
             for mod in where[n]:
                 by_module[mod].append((n, raw))
+        plain = [(n, raw) for n, raw in raws if n.isascii() and n.isidentifier()]
+        other = [(n, raw) for n, raw in raws if not (n.isascii() and n.isidentifier())]
         for path, text in self.calls.texts().items():
-            handled = any(h in text for h in handles)
-            named = raws if handled else by_module.get(module_of(path), ())
-            here = self._called_in(path, text, frozenset(n for n, raw in named if raw in text))
+            if any(h in text for h in handles):
+                # every name: a set lookup among the file's attribute names each (what
+                # _called_in keeps of them, and a name read as an attribute is in the
+                # text) rather than a search of the text each
+                read = self._attribute_names(path, text)
+                here = frozenset(
+                    [n for n, raw in plain if raw in read] + [n for n, raw in other if raw in text]
+                )
+            else:
+                named = by_module.get(module_of(path), ())
+                here = self._called_in(path, text, frozenset(n for n, raw in named if raw in text))
             # trees not parsed yet are not kept: this pass visits many files once each
             tree = self.calls.tree(path, keep=False) if here else None
             if tree is None:
@@ -861,12 +881,16 @@ class HookNames:
         a file left with none is not parsed. A name that is no ASCII identifier is kept."""
         if not names:
             return names
-        if path not in self._attributes:
-            self._attributes[path] = frozenset(_ATTRIBUTE.findall(text))
-        read = self._attributes[path]
+        read = self._attribute_names(path, text)
         return frozenset(
             n for n in names if n.encode() in read or not (n.isascii() and n.isidentifier())
         )
+
+    def _attribute_names(self, path: str, text: bytes) -> frozenset[bytes]:
+        """The names ``text`` (the file at ``path``) reads as attributes (memoised)."""
+        if path not in self._attributes:
+            self._attributes[path] = frozenset(_ATTRIBUTE.findall(text))
+        return self._attributes[path]
 
     def _reaches(self, r: Read, info, mro: list[UpClass], defined: frozenset[str]) -> bool:
         path = r.at.rsplit(":", 1)[0]

@@ -28,6 +28,11 @@ from collections.abc import Callable
 
 UpClass = tuple[str, str]  # (module, class qualname) in the new upstream
 _STORE_FUNCS = ("setattr",)
+# a downstream class's own __init__: (its class record, the def, the bases named in it
+# with their lines, what the class and its downstream bases set)
+_OwnInit = tuple[
+    object, ast.FunctionDef | ast.AsyncFunctionDef, list[tuple[str, int]], frozenset[str]
+]
 
 
 def unconditional_self_reads(stmts: list[ast.stmt]) -> list[tuple[str, int]]:
@@ -177,6 +182,9 @@ class SkippedInit:
         self.down_tree_of = down_tree_of  # downstream path -> parsed module
         self.down_classes = down_classes  # module.qualname -> DownstreamClass
         self._setters: dict[tuple[tuple[UpClass, ...], str], list[tuple[UpClass, str]]] = {}
+        self._up_memo: dict[UpClass, tuple] = {}  # upstream class -> up_stores
+        self._own: dict[str, _OwnInit | None] = {}  # downstream class -> _own_init
+        self._own_for: dict | None = None  # the down_classes _own was made from
 
     def _up_class(self, up: UpClass) -> tuple[ast.ClassDef | None, str]:
         mod, qual = up
@@ -185,6 +193,21 @@ class SkippedInit:
         if sym is None:
             return None, ""
         return find_class(self.tree_of(sym.path), qual), sym.path
+
+    def up_stores(
+        self, up: UpClass
+    ) -> tuple[ast.ClassDef | None, str, set[str], list[tuple[ast.AST, set[str]]]]:
+        """(the class, its path, :func:`_class_level`, each method with its
+        :func:`_stores`) of an upstream class, memoised: :meth:`_setters_of` asks for each
+        attribute read, and each class of an MRO, again."""
+        if up not in self._up_memo:
+            node, path = self._up_class(up)
+            if node is None:
+                self._up_memo[up] = (None, path, set(), [])
+            else:
+                methods = [(fn, _stores(fn)) for fn in _methods(node)]
+                self._up_memo[up] = (node, path, _class_level(node), methods)
+        return self._up_memo[up]
 
     def _setters_of(self, mro: list[UpClass], attr: str) -> list[tuple[UpClass, str]]:
         """Each upstream ``__init__`` of ``mro`` that sets ``attr``: (its class, path:line);
@@ -195,12 +218,11 @@ class SkippedInit:
             return self._setters[key]
         found: list[tuple[UpClass, str]] = []
         for up in mro:
-            node, path = self._up_class(up)
-            level = _class_level(node) if node is not None else set()
+            node, path, level, methods = self.up_stores(up)
             if node is None or attr in level or "__getattr__" in level:
                 found = []
                 break
-            stores = [(fn, attr in _stores(fn)) for fn in _methods(node)]
+            stores = [(fn, attr in sets) for fn, sets in methods]
             if any(hit and fn.name != "__init__" for fn, hit in stores):
                 found = []
                 break
@@ -245,18 +267,20 @@ class SkippedInit:
         found = self.first_break(down_name, mro, member_where, reads)
         return found[1] if found is not None else None
 
-    def first_break(
-        self,
-        down_name: str,
-        mro: list[UpClass],
-        member_where: str,
-        reads: list[tuple[str, int]],
-    ) -> tuple[str, str] | None:
-        """(the attribute, the evidence) of the first of ``reads`` that fails on the
-        downstream class ``down_name`` (see :meth:`finding`), or None."""
-        chain = self._down_chain(down_name)
-        if not chain or not reads:
-            return None
+    def _own_init(self, down_name: str, chain: list[tuple[str, object]]) -> _OwnInit | None:
+        """The downstream side of :meth:`first_break` for ``down_name`` (``chain``: its
+        :meth:`_down_chain`): the class's own ``__init__`` (the nearest in the chain), the
+        bases it names there, and what the chain sets; None when a class of the chain is
+        not read, none defines ``__init__``, that one calls ``super().__init__`` or the
+        chain has ``__getattr__``. Memoised per class: it reads no upstream, and each
+        inherited member of a class asks again."""
+        if self._own_for is not self.down_classes:  # (set after construction)
+            self._own, self._own_for = {}, self.down_classes
+        if down_name not in self._own:
+            self._own[down_name] = self._read_own_init(chain)
+        return self._own[down_name]
+
+    def _read_own_init(self, chain: list[tuple[str, object]]) -> _OwnInit | None:
         nodes = []
         for _, info in chain:
             node = find_class(self.down_tree_of(info.path), info.qualname)
@@ -280,6 +304,24 @@ class SkippedInit:
                 dn_set |= _stores(fn)
         if "__getattr__" in dn_set:
             return None
+        return dn_info, dn_init, named, frozenset(dn_set)
+
+    def first_break(
+        self,
+        down_name: str,
+        mro: list[UpClass],
+        member_where: str,
+        reads: list[tuple[str, int]],
+    ) -> tuple[str, str] | None:
+        """(the attribute, the evidence) of the first of ``reads`` that fails on the
+        downstream class ``down_name`` (see :meth:`finding`), or None."""
+        chain = self._down_chain(down_name)
+        if not chain or not reads:
+            return None
+        own = self._own_init(down_name, chain)
+        if own is None:
+            return None
+        dn_info, dn_init, named, dn_set = own
         path = member_where.rsplit(":", 1)[0]
         for attr, line in reads:
             if attr in dn_set:
