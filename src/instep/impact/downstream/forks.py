@@ -120,7 +120,6 @@ def normalised_lines(source: str) -> list[str]:
     return text.split("\n")
 
 
-
 def logical_lines(lines: list[str]) -> list[str]:
     """Each *logical* line's text, at the index of its first physical line.
 
