@@ -136,3 +136,29 @@ def test_a_child_reads_git_objects_through_a_cat_file_of_its_own(tmp_path):
         # the parent's process was neither used nor stopped by the child
         assert repo.read_object(blob) == b"A = 1\n" and repo._cat.proc.pid == mine
         assert repo._cat.proc.poll() is None
+
+
+class _Recording:
+    """A join that records its adds, keeping the first of equal keys as Join.add does."""
+
+    def __init__(self) -> None:
+        self.out: dict[int, dict[str, str]] = {}
+        self.resolver = "the resolver"
+
+    def add(self, i: int, key: str, *, detail: str = "") -> None:
+        self.out.setdefault(i, {}).setdefault(key, detail)
+
+
+def test_pending_adds_are_made_later_in_their_order_and_counted():
+    from instep.impact.join.matchers import PendingAdds
+
+    join = _Recording()
+    pending = PendingAdds(join)  # type: ignore[arg-type]
+    assert pending.resolver == "the resolver"  # everything but add reads the join
+    pending.add(0, "k", detail="later pass")
+    pending.add(0, "j", detail="later pass")
+    assert join.out == {}
+    join.add(0, "k", detail="earlier pass")  # the earlier pass adds first
+    assert pending.add_to() == 1  # "k" was there already
+    assert join.out == {0: {"k": "earlier pass", "j": "later pass"}}
+    assert list(join.out[0]) == ["k", "j"]

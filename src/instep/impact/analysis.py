@@ -33,7 +33,7 @@ from instep.impact.join.dropped_attributes import DroppedAttributes
 from instep.impact.join.fork_gaps import ForkGaps
 from instep.impact.join.fork_search import ForkSearch
 from instep.impact.join.hook_names import HookNames, add_found
-from instep.impact.join.matchers import Join
+from instep.impact.join.matchers import Join, PendingAdds
 from instep.impact.join.op_arguments import OpArguments
 from instep.impact.join.op_couplings import OpCouplings
 from instep.impact.join.probe_outcomes import ProbeOutcomes, stub_reader
@@ -551,16 +551,18 @@ class _Analysis:
             )
         join.references(refs)
         OpCouplings(join, units, self._lines_of).match(refs)
-        # added where the pass ran before: the same order, the same keys kept
-        self.stats["hook_name_couplings"] = add_found(join, units, passes["hook names"]())
-        self.stats["inherited_attribute_couplings"] = DroppedAttributes(
-            join, units, self._lines_of, down, calls.tree, read_down
-        ).match()
+        # dropped attributes and fork gaps only add: they run while the hook-name child
+        # (the last to end) still works, their adds kept and made after its couplings
+        dropped = PendingAdds(join)
+        DroppedAttributes(dropped, units, self._lines_of, down, calls.tree, read_down).match()
         fork_refs = passes["fork detection"]()
+        gaps = PendingAdds(join)
+        ForkGaps(gaps, units, down, calls, read_down=read_down).match(fork_refs, refs)
+        # added in the order the passes ran before: the same order, the same keys kept
+        self.stats["hook_name_couplings"] = add_found(join, units, passes["hook names"]())
+        self.stats["inherited_attribute_couplings"] = dropped.add_to()
         self.stats["fork_references"] = join.forks(fork_refs)
-        self.stats["fork_gap_couplings"] = ForkGaps(
-            join, units, down, calls, read_down=read_down
-        ).match(fork_refs, refs)
+        self.stats["fork_gap_couplings"] = gaps.add_to()
         return join.couplings()
 
     def _probes(self) -> ProbeOutcomes:

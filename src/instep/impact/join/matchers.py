@@ -87,6 +87,35 @@ def exposed_member(member: str, c: SymbolChange) -> bool:
     return member in call_paths.CONSTRUCTION or not member.startswith("_")
 
 
+class PendingAdds:
+    """Stands in for a :class:`Join` whose ``add`` is put off: each call is kept, to be made
+    on the join later by :meth:`add_to`, in the same order. A pass that only adds (it
+    never reads ``out``) can then run while an earlier pass's couplings are still to come
+    (the hook-name child's) and add after them: ``Join.add`` keeps the first of equal keys,
+    so the order of the adds, not of the work, is what must stay. Everything else is read
+    from the join; a count a pass takes from ``out`` is then meaningless, :meth:`add_to`
+    gives it."""
+
+    def __init__(self, join: Join) -> None:
+        self.join = join
+        self.pending: list[tuple[tuple, dict]] = []
+
+    def __getattr__(self, name: str):
+        return getattr(self.join, name)
+
+    def add(self, *args, **kwargs) -> None:
+        self.pending.append((args, kwargs))
+
+    def add_to(self) -> int:
+        """Make the kept adds on the join, in their order; how many couplings were new."""
+        out = self.join.out
+        before = sum(len(v) for v in out.values())
+        for args, kwargs in self.pending:
+            self.join.add(*args, **kwargs)
+        self.pending = []
+        return sum(len(v) for v in out.values()) - before
+
+
 class Join:
     """The couplings of one run: the changes indexed, the couplings found so far."""
 
