@@ -33,27 +33,13 @@ from __future__ import annotations
 
 import ast
 import re
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 
+from instep.impact.downstream.pruning import statements_in_walk_order
 from instep.impact.upstream.sources.snapshot import read_texts
 
 _NAME_ATTRS = frozenset({"__name__", "__qualname__", "__module__"})
 _TYPE_TESTS = frozenset({"isinstance", "issubclass"})
-
-
-_HOLDS_STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case)
-
-
-def _statements(tree: ast.Module) -> Iterator[ast.AST]:
-    """The statements of ``tree`` (nested ones too), in the order of ``ast.walk``: a class
-    is a statement, so a search for classes need not visit the expressions, most of the
-    nodes."""
-    todo = deque([tree])
-    while todo:
-        node = todo.popleft()
-        yield node
-        todo.extend(c for c in ast.iter_child_nodes(node) if isinstance(c, _HOLDS_STATEMENTS))
 
 
 class _Parents:
@@ -169,7 +155,8 @@ class ClassEscapes:
             grew = False
             for p in self._files_naming(names):
                 got = self._tree(p)
-                for node in _statements(got[0]) if got else ():
+                # a class is a statement: the expressions, most of the nodes, are not visited
+                for node in statements_in_walk_order(got[0]) if got else ():
                     if isinstance(node, ast.ClassDef) and node.name not in names:
                         bases = {
                             b.id if isinstance(b, ast.Name) else getattr(b, "attr", None)
