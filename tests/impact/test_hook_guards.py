@@ -61,7 +61,16 @@ KERNEL_NEW = textwrap.dedent(
                 self._raises_off_cuda(name),
                 self._pdl(name),
                 self._cuda_first(name),
+                self._context_type(),
+                self._own_device(),
             )
+
+        def _context_type(self):
+            \"\"\"The type this context stands for.\"\"\"
+            return torch.cuda.StreamContext
+
+        def _own_device(self):
+            return self.cuda
 
         def _check_alignment(self, name):
             \"\"\"The CUtensorMap alignment is CUDA-specific: only on CUDA.\"\"\"
@@ -193,6 +202,17 @@ def test_a_default_doing_cuda_work_unguarded_or_raising_off_cuda_still_breaks(ho
     c = hooks[("_raises_off_cuda", "NPUKernel")]
     assert (c["action"], c["rule"]) == ("Shim", "hook.missing_breaks")
     assert "raises NotImplementedError" in c["evidence"]
+
+
+def test_a_default_returning_a_module_level_cuda_value_is_usable(hooks):
+    # torch 2.12's StreamContextVariable.python_type: CUDA's answer, but nothing runs
+    c = hooks[("_context_type", "NPUKernel")]
+    assert (c["action"], c["rule"]) == ("Test", "hook.default_usable")
+    assert "returns `torch.cuda.StreamContext`, CUDA's answer" in c["evidence"]
+    # reading the object is no module-level value: it can fail, and it names CUDA
+    c = hooks[("_own_device", "NPUKernel")]
+    assert (c["action"], c["rule"]) == ("Shim", "hook.missing_breaks")
+    assert "is CUDA-specific" in c["evidence"]
 
 
 def test_a_read_after_an_early_return_is_conditional_and_quotes_the_condition(hooks):

@@ -364,6 +364,25 @@ def _returned_on_backend(stmt: ast.stmt) -> bool | None:
     return not stop
 
 
+def _module_value(fn: ast.FunctionDef | ast.AsyncFunctionDef, value: ast.expr | None) -> bool:
+    """``value`` is a constant or a dotted name that is no parameter of ``fn``
+    (``torch.cuda.StreamContext``): computing it calls nothing and reads nothing of the
+    object or the arguments, so a default returning it cannot fail, even when the value
+    is CUDA's (torch 2.12's ``StreamContextVariable.python_type``)."""
+    if value is None:
+        return True
+    args = fn.args
+    params = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+    params |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+    for node in ast.walk(value):
+        if isinstance(node, ast.Name):
+            if node.id in params:
+                return False
+        elif not isinstance(node, (ast.Attribute, ast.Constant, ast.Tuple, ast.Load)):
+            return False
+    return True
+
+
 def _cut(text: str, n: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= n else text[: n - 1] + "…"
@@ -538,6 +557,13 @@ class HookNames:
         code = "\n".join(ast.unparse(s) for s in ran)
         in_cuda_file = guard is None and "cuda" in path.lower()
         if in_cuda_file or re.search(r"\bcuda\b|\bCUDA\b|torch\.cuda", code):
+            if len(ran) == 1 and isinstance(ran[0], ast.Return) and _module_value(fn, ran[0].value):
+                value = ast.unparse(ran[0].value) if ran[0].value is not None else "None"
+                return False, (
+                    f"the default `{qual}.{member}` ({where}) returns `{_cut(value, 60)}`, "
+                    "CUDA's answer, but a value named at module level: nothing is called and "
+                    "nothing of the object is read, so it cannot fail"
+                )
             return True, f"the default `{qual}.{member}` ({where}) is CUDA-specific"
         if guard is not None:
             leave = ran[-1]
