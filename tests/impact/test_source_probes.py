@@ -1,5 +1,6 @@
 """Source probes and extension probes as gates, decided against a real upstream commit:
-``"x" in inspect.getsource(f)`` and ``hasattr(torch._C, "_x")``."""
+``"x" in inspect.getsource(f)``, ``"x" in inspect.signature(f).parameters`` and
+``hasattr(torch._C, "_x")``."""
 
 from __future__ import annotations
 
@@ -81,6 +82,47 @@ DOWN = textwrap.dedent(
     """
 )
 
+CONFIG_OLD = textwrap.dedent(
+    """
+    class _ConfigEntry:
+        def __init__(self, config):
+            self.config = config
+    """
+)
+CONFIG_NEW = textwrap.dedent(
+    """
+    class _ConfigEntry:
+        def __init__(self, config, name):
+            self.config = config
+            self.name = name
+    """
+)
+# torch-npu 2.11.0's torch_npu/utils/_dynamo.py:218-221, against torch 2.12's new `name`
+DOWN_SIG = textwrap.dedent(
+    """
+    import inspect
+    from inspect import signature
+
+    from torch.distributed import c10d
+
+
+    def npu_entry(cfg):
+        from torch.utils._config_module import _ConfigEntry
+
+        if "name" in inspect.signature(_ConfigEntry.__init__).parameters:
+            entry = _ConfigEntry(cfg, "npu_backend")
+        else:
+            entry = _ConfigEntry(cfg)
+        return entry
+
+
+    def npu_group(backend):
+        if "timeout" not in signature(c10d.new_group).parameters:
+            return c10d.new_group(backend)
+        return None
+    """
+)
+
 
 @pytest.fixture(scope="module")
 def doc(tmp_path_factory):
@@ -92,15 +134,18 @@ def doc(tmp_path_factory):
             "torch/distributed/c10d.py": C10D_OLD,
             "torch/_inductor/lowering.py": LOWERING_OLD,
             "torch/_C/__init__.pyi": STUB_OLD,
+            "torch/utils/__init__.py": "",
+            "torch/utils/_config_module.py": CONFIG_OLD,
         },
         {
             "torch/version.py": "__version__ = '2.14.0'\n",
             "torch/distributed/c10d.py": C10D_NEW,
             "torch/_inductor/lowering.py": LOWERING_NEW,
             "torch/_C/__init__.pyi": STUB_NEW,
+            "torch/utils/_config_module.py": CONFIG_NEW,
         },
         "c10d: backend-generic ephemeral timeout (#9)",
-        {"torch_npu/_compat/probes.py": DOWN},
+        {"torch_npu/_compat/probes.py": DOWN, "torch_npu/_compat/signatures.py": DOWN_SIG},
     )
 
 
@@ -149,3 +194,37 @@ def test_a_torch_C_name_no_stub_declares_is_only_a_guard(doc):
     c = _at(doc, 37, "::clone")
     assert c["gate"]["kind"] == "c_probe"
     assert c["action"] == "Test" and not c["already_adapted"]
+
+
+def _sig_line(snippet: str) -> int:
+    return next(i for i, t in enumerate(DOWN_SIG.splitlines(), 1) if snippet in t)
+
+
+def test_a_signature_probe_that_holds_on_the_new_upstream_marks_its_branch_adapted(doc):
+    at = {
+        c["downstream"]: c
+        for c in _couplings(doc)
+        if c["upstream"].endswith("_ConfigEntry.__init__")
+        and c["downstream"].startswith("torch_npu/_compat/signatures.py:")
+    }
+    probe = _sig_line('if "name" in inspect.signature')
+    new = at[f"torch_npu/_compat/signatures.py:{_sig_line('_ConfigEntry(cfg, ')}"]
+    assert new["gate"]["kind"] == "source_probe" and new["gate"]["at"].endswith(f":{probe}")
+    assert (new["action"], new["rule"], new["already_adapted"]) == (
+        "Check",
+        "adapted.version_gate",
+        True,
+    )
+    # the call that lacks the new required parameter sits in the old branch: no Shim
+    # anywhere (the use answers for the calls of its def, both branches)
+    assert at and all(c["action"] != "Shim" for c in at.values())
+
+
+def test_a_signature_probe_that_decides_the_same_on_both_sides_is_compat_debt(doc):
+    debt = {d["at"]: d for d in doc["compat_debt"]}
+    d = debt[f"torch_npu/_compat/signatures.py:{_sig_line('not in signature(')}"]
+    assert d["kind"] == "source_probe" and "torch.distributed.c10d.new_group" in d["reason"]
+    assert "(the gated code runs;" in d["reason"]
+    # the `_ConfigEntry` probe changed its answer between the versions: no debt
+    probe = _sig_line("inspect.signature(_ConfigEntry")
+    assert f"torch_npu/_compat/signatures.py:{probe}" not in debt

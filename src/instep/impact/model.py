@@ -125,7 +125,8 @@ class SymbolChange(Qualified):
 @dataclass(frozen=True)
 class SourceProbe:
     """A gate that asks upstream itself: ``"x" in inspect.getsource(torch.f)`` (``needles``
-    tested on the source of ``target``) or ``hasattr(torch._C, "_x")`` (no needles: does
+    tested on the source of ``target``), ``"x" in inspect.signature(torch.f).parameters``
+    (tested on its parameter names) or ``hasattr(torch._C, "_x")`` (no needles: does
     ``target`` exist). The gated code runs when the probe holds (``runs_when``), joined
     with a version range by ``join`` ("and" / "or"; "" when there is none)."""
 
@@ -136,6 +137,9 @@ class SourceProbe:
     join: str = ""
     min_version: tuple[int, ...] | None = None  # the version part, when ``join`` is set
     max_version: tuple[int, ...] | None = None
+    # what the needles are tested on: "source" (the def's text) or "parameters" (the
+    # parameter names of ``inspect.signature(target).parameters``)
+    reads: str = "source"
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,7 @@ from instep.pyindex.signatures import call_shape
 
 log = logging.getLogger(__name__)
 
-FORMAT = "coupling-index-v13"  # bump when any cached class changes shape
+FORMAT = "coupling-index-v14"  # bump when any cached class changes shape
 MAX_FILE_BYTES = 8 * 1024 * 1024
 
 

@@ -83,6 +83,22 @@ class ProbeReader:
                 return self._source_of(node.args[0], srcvars)
         return None
 
+    def _parameters_of(self, node: ast.AST) -> str | None:
+        """The upstream target of ``inspect.signature(target).parameters``."""
+        if not (
+            isinstance(node, ast.Attribute)
+            and node.attr == "parameters"
+            and isinstance(node.value, ast.Call)
+            and len(node.value.args) == 1
+            and not node.value.keywords
+        ):
+            return None
+        f = node.value.func
+        reader = self._resolve(f)
+        if reader not in ("inspect.signature", "inspect.Signature.from_callable"):
+            return None
+        return self._resolve(node.value.args[0])
+
     def probe_of(self, node: ast.AST, srcvars: dict[str, str] | None = None) -> SourceProbe | None:
         """The probe an expression asks, or None when it is not (only) a probe."""
         srcvars = srcvars or {}
@@ -96,22 +112,32 @@ class ProbeReader:
                 and isinstance(needle, ast.Constant)
                 and isinstance(needle.value, str)
             ):
+                runs_when = isinstance(op, ast.In)
                 target = self._source_of(node.comparators[0], srcvars)
                 if target:
-                    return SourceProbe(target, (needle.value,), runs_when=isinstance(op, ast.In))
+                    return SourceProbe(target, (needle.value,), runs_when=runs_when)
+                target = self._parameters_of(node.comparators[0])
+                if target:
+                    needles = (needle.value,)
+                    return SourceProbe(target, needles, False, runs_when, reads="parameters")
             return None
         if isinstance(node, ast.BoolOp):
             parts = [self.probe_of(v, srcvars) for v in node.values]
             if (
                 all(parts)
-                and len({p.target for p in parts}) == 1
+                and len({(p.target, p.reads) for p in parts}) == 1  # type: ignore[union-attr]
                 and all(  # type: ignore[union-attr]
                     p.runs_when and p.needles
                     for p in parts  # type: ignore[union-attr]
                 )
             ):
                 needles = tuple(n for p in parts for n in p.needles)  # type: ignore[union-attr]
-                return SourceProbe(parts[0].target, needles, isinstance(node.op, ast.And))  # type: ignore[union-attr]
+                return SourceProbe(
+                    parts[0].target,  # type: ignore[union-attr]
+                    needles,
+                    isinstance(node.op, ast.And),
+                    reads=parts[0].reads,  # type: ignore[union-attr]
+                )
             return None
         if isinstance(node, ast.Call):
             f = node.func
@@ -192,11 +218,13 @@ class ProbeReader:
 def _flip(p: SourceProbe) -> SourceProbe:
     if p.join:  # not (V and P) is not a probe of this shape
         return SourceProbe(p.target, (), runs_when=False, join="?")
-    return SourceProbe(p.target, p.needles, p.all_of, not p.runs_when)
+    return SourceProbe(p.target, p.needles, p.all_of, not p.runs_when, reads=p.reads)
 
 
 def _with_version(p: SourceProbe, join: str, rng) -> SourceProbe:
-    return SourceProbe(p.target, p.needles, p.all_of, p.runs_when, join, rng[0], rng[1])
+    return SourceProbe(
+        p.target, p.needles, p.all_of, p.runs_when, join, rng[0], rng[1], reads=p.reads
+    )
 
 
 def negated(p: SourceProbe) -> SourceProbe | None:
@@ -209,7 +237,7 @@ def negated(p: SourceProbe) -> SourceProbe | None:
     if (lo is None) == (hi is None):
         return None  # a closed range has no single-range negation
     neg = (None, lo) if lo is not None else (hi, None)
-    flipped = _flip(SourceProbe(p.target, p.needles, p.all_of, p.runs_when))
+    flipped = _flip(SourceProbe(p.target, p.needles, p.all_of, p.runs_when, reads=p.reads))
     return _with_version(flipped, "or" if p.join == "and" else "and", neg)
 
 

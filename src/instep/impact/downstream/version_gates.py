@@ -41,10 +41,14 @@ _PR = re.compile(r"pytorch\s*#\s*(\d+)|pytorch/pull/(\d+)", re.IGNORECASE)
 _CAN_REMOVE = re.compile(
     r"CAN\s+REMOVE.*?MIN_SUPPORTED\w*\s*>=\s*\(?\s*(\d+)\s*[,.]\s*(\d+)", re.IGNORECASE
 )
-_MAY_GATE = re.compile(r"(?i)version|hasattr|ImportError|COMPAT|torch_(?:ge|gt|lt|le)|getsource")
+_MAY_GATE = re.compile(
+    r"(?i)version|hasattr|ImportError|COMPAT|torch_(?:ge|gt|lt|le)|getsource|\)\.parameters"
+)
 # the same words in lower case, searched in the lowered source: several times faster than
 # an ignore-case search, and the same answer for ASCII text
-_MAY_GATE_LOWER = re.compile(r"version|hasattr|importerror|compat|torch_(?:ge|gt|lt|le)|getsource")
+_MAY_GATE_LOWER = re.compile(
+    r"version|hasattr|importerror|compat|torch_(?:ge|gt|lt|le)|getsource|\)\.parameters"
+)
 
 
 def _may_gate(source: str) -> bool:
@@ -299,7 +303,7 @@ def gate_spans(
                 for t in targets:
                     if isinstance(t, ast.Name):
                         conds.constants[t.id] = rng
-    if "getsource" in source or "_C" in source:
+    if "getsource" in source or "_C" in source or ").parameters" in source:
         conds.probes = source_probes.ProbeReader(tree, conds, statements)
     spans: list[GateSpan] = []
     stmt_starts: dict[int, ast.stmt] = {}

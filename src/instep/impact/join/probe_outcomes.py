@@ -3,6 +3,8 @@ and the new upstream sources, the way version gates are decided against version 
 
 - a source probe reads the def or class it names from the side's ``.py`` file (the module
   found from the dotted name, longest prefix first) and tests its needles on that text;
+  a signature probe (``"x" in inspect.signature(f).parameters``) tests them on the names of
+  the def's parameters (a decorator that rewrites the signature is not followed);
 - an extension probe (``hasattr(torch._C, "_x")``) looks the name up in the stubs the
   wheel and the source tree carry (``torch/_C/__init__.pyi``, ``torch/_C/_sub.pyi``, or a
   submodule of that name); a name neither side's stubs bind is left undecided (stubs are
@@ -17,6 +19,7 @@ compat debt. Nothing here recognises probes or picks a verdict.
 from __future__ import annotations
 
 import ast
+import textwrap
 from collections.abc import Callable, Iterable
 
 from instep.impact.model import SourceProbe, VersionGate
@@ -132,6 +135,25 @@ class ProbeOutcomes:
             return "\n".join(lines[start - 1 : node.end_lineno])  # type: ignore[attr-defined]
         return None
 
+    def _parameter_names(self, side: str, dotted: str) -> frozenset[str] | None:
+        """The names ``inspect.signature`` gives for the def ``dotted`` names (``self``
+        included: a method is probed through its class, unbound); None when it is no def
+        that can be read, a class among them (its signature comes from ``__init__`` or a
+        metaclass, ``@dataclass`` may write it)."""
+        text = self._source_text(side, dotted)
+        if text is None:
+            return None
+        try:
+            node = ast.parse(textwrap.dedent(text)).body[0]
+        except (SyntaxError, ValueError, IndexError):
+            return None
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return None
+        a = node.args
+        names = [p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+        names += [p.arg for p in (a.vararg, a.kwarg) if p is not None]
+        return frozenset(names)
+
     def _extension_has(self, side: str, dotted: str) -> bool | None:
         parts = dotted.split(".")
         owner, name = parts[:-1], parts[-1]
@@ -200,7 +222,11 @@ class ProbeOutcomes:
         key = (probe, side)
         if key not in self._memo:
             if probe.needles:
-                text = self._source_text(side, probe.target)
+                text = (
+                    self._source_text(side, probe.target)
+                    if probe.reads == "source"
+                    else self._parameter_names(side, probe.target)
+                )
                 if text is None:
                     result = None
                 else:
