@@ -1,7 +1,8 @@
 """A method removed from a class that now derives from an extension type is not removed
 when the extension's stubs declare it (torch_musa #33-41: ``_StreamBase(torch.Stream)``,
 whose members now come from ``torch._C.Stream``): Test, with the stub as evidence. A
-method the stub class does not declare stays ``removed.breaks``.
+method the stub class does not declare is removed: ``removed.breaks`` where the override
+calls the original, a dead override (Test) where it does not.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ class Stream(_StreamBase):
         return True
 
     def synchronize(self):
-        pass
+        super().synchronize()
 
     def legacy_handle(self):
         return 0
@@ -81,11 +82,14 @@ def test_members_the_extension_stubs_declare_are_inherited_not_removed(tmp_path)
     got = _actions(tmp_path, STUBS)
     assert got["_StreamBase.query"][:2] == ("Test", "removed.inherited_from_extension")
     assert "torch/_C/__init__.pyi" in got["_StreamBase.query"][2]
-    assert got["_StreamBase.synchronize"][0] == "Test"
-    assert got["_StreamBase.legacy_handle"][:2] == ("Shim", "removed.breaks")  # not declared
+    # declared by the stub: super().synchronize() finds it there
+    assert got["_StreamBase.synchronize"][:2] == ("Test", "removed.inherited_from_extension")
+    # not declared: an override that does not call the original is dead, nothing raises
+    assert got["_StreamBase.legacy_handle"][:2] == ("Test", "removed.dead_override")
 
 
 def test_without_stubs_the_members_stay_removed(tmp_path):
     got = _actions(tmp_path, None)
-    assert {a for a, _, _ in got.values()} == {"Shim"}
-    assert "_StreamBase.query" in got
+    assert got["_StreamBase.synchronize"][:2] == ("Shim", "removed.breaks")  # super() raises
+    assert got["_StreamBase.query"][:2] == ("Test", "removed.dead_override")
+    assert got["_StreamBase.legacy_handle"][:2] == ("Test", "removed.dead_override")

@@ -65,7 +65,7 @@ class MusaWrapper(WrapperCodeGen):
 """
 
 
-def _shims(tmp_path, after):
+def _rules(tmp_path, after) -> dict[tuple[str, str], set[str]]:
     doc = impact_of_commit(
         tmp_path,
         {"torch/_inductor/codegen/wrapper.py": V1},
@@ -73,26 +73,39 @@ def _shims(tmp_path, after):
         "rename WrapperCodeGen",
         {"torch_musa/_inductor/codegen/wrapper.py": DOWN},
     )
-    return {
-        (c["upstream"].split("::")[1].split(".")[-1], c["downstream"].rsplit(":", 1)[1])
-        for u in doc["units"]
-        for c in u["couplings"]
-        if c["action"] == "Shim"
-    }
+    out: dict[tuple[str, str], set[str]] = {}
+    for u in doc["units"]:
+        for c in u["couplings"]:
+            key = (c["upstream"].split("::")[1].split(".")[-1], c["downstream"].rsplit(":", 1)[1])
+            out.setdefault(key, set()).add(c["rule"])
+    return out
+
+
+def _shims(rules: dict[tuple[str, str], set[str]]) -> set[tuple[str, str]]:
+    shim = {"removed.breaks", "signature.replacement_breaks", "signature.path_unproven"}
+    return {key for key, got in rules.items() if got & shim}
 
 
 def test_members_that_survive_on_the_renamed_class_are_not_removed(tmp_path):
-    shims = _shims(tmp_path, V2_RENAMED)
+    rules = _rules(tmp_path, V2_RENAMED)
+    shims = _shims(rules)
     names = {name for name, _ in shims}
     assert ("WrapperCodeGen", "1") in shims  # the import line
     assert ("WrapperCodeGen", "4") in shims  # the subclass line
     assert "write_header" not in names  # same parameters on PythonWrapperCodegen
     assert "guard_enter" not in names  # paired by the diff itself, same parameters
-    assert "make_allocation" in names  # its parameters changed on the new class
-    assert "dropped" in names  # gone from the new class
+    # its parameters changed on the new class, which upstream still calls: not dead
+    assert rules[("make_allocation", "11")] == {"removed.breaks"}
+    # gone from the new class, and the override does not call it: dead, nothing raises
+    assert rules[("dropped", "14")] == {"removed.dead_override"}
 
 
 def test_without_a_pairing_the_members_stay_removed(tmp_path):
     """No member or class of the new upstream is paired with the old class: no successor."""
-    names = {name for name, _ in _shims(tmp_path, V2_UNPAIRED)}
-    assert {"WrapperCodeGen", "write_header", "guard_enter", "dropped"} <= names
+    rules = _rules(tmp_path, V2_UNPAIRED)
+    names = {name for name, _ in _shims(rules)}
+    # the overrides that call super() read the removed member: AttributeError
+    assert {"WrapperCodeGen", "write_header", "guard_enter"} <= names
+    # those that do not are dead overrides
+    assert rules[("make_allocation", "11")] == {"removed.dead_override"}
+    assert rules[("dropped", "14")] == {"removed.dead_override"}

@@ -305,6 +305,24 @@ def assignment_facts(c: SymbolChange, r: Reference, resolver) -> frozenset[str]:
     return frozenset({"assigns_only"}) if resolver.defined(owner) else frozenset()
 
 
+def dead_override_facts(
+    c: SymbolChange, r: Reference, target: str, successor_has: Callable[[str], bool]
+) -> frozenset[str]:
+    """``dead_override`` for a downstream method that overrides a removed or renamed
+    upstream method without calling the original (``super().m``, ``Base.m``): defining a
+    method reads nothing of the base, so it cannot fail, and upstream no longer calls it
+    by that name (a caller left in upstream would call the override, which still works).
+    Not when a renamed class's successor still has ``m``: upstream calls that one, and a
+    change of its parameters is a break the signature rules judge."""
+    if r.kind is not CouplingKind.SUBCLASS_OVERRIDE or r.calls_original:
+        return frozenset()
+    if not r.detail.startswith("overrides method") or c.symbol_kind is not SymbolKind.METHOD:
+        return frozenset()
+    if c.kind not in (ChangeKind.REMOVED, ChangeKind.RENAMED) or successor_has(target):
+        return frozenset()
+    return frozenset({"dead_override"})
+
+
 def member_facts(
     c: SymbolChange, member: str, names_in_file: Callable[[], frozenset[str]]
 ) -> frozenset[str]:

@@ -22,6 +22,7 @@ from instep.impact.join.extension_bases import ExtensionBases
 from instep.impact.join.facts import (
     DeadFallback,
     assignment_facts,
+    dead_override_facts,
     inherited_facts,
     member_facts,
     override_facts,
@@ -303,6 +304,7 @@ class Join:
                 continue  # a member of a renamed class: the class name is the one break
             extra = override_facts(c, r, self.resolver, self.overridden) | {"called_directly"}
             extra |= assignment_facts(c, r, self.resolver)
+            extra |= dead_override_facts(c, r, target, self.renamed_classes.successor_has)
             why = ""
             if c.kind is ChangeKind.REMOVED and c.symbol_kind is SymbolKind.METHOD:
                 why = self.extension_bases().declares(*target.rsplit(".", 1)) or ""

@@ -62,6 +62,13 @@ class RenamedClasses:
             f"`{member}({sym.signature or ''})`: only the class name breaks"
         )
 
+    def successor_has(self, target: str) -> bool:
+        """Whether the successor of the class of ``target`` (``module.Old.m``) has a
+        member ``m`` (itself or through a base), whatever its parameters."""
+        old_cls, _, member = target.rpartition(".")
+        new = self.successor.get(old_cls)
+        return new is not None and self.resolver.find_member(new[0], new[1], member) is not None
+
 
 def _class_pair(c: SymbolChange) -> tuple[str, tuple[str, str]] | None:
     """(old class dotted, (new module, new class)) when ``c`` pairs a class with a class
