@@ -40,3 +40,34 @@ def test_stale_generations_and_the_old_layout_are_pruned(tmp_path, monkeypatch):
     assert names == ["b" * 16, "c" * 16]
     cache = _open(tmp_path, monkeypatch, "b")
     assert cache.get("b0key") == 1
+
+
+def test_an_entry_without_its_end_marker_is_a_miss_and_replaced_once_stale(tmp_path, monkeypatch):
+    cache = _open(tmp_path, monkeypatch, "a")
+    cache.put("0123abcd", {"x": 1})
+    path = cache.dir / "01" / "0123abcd"
+    whole = path.read_bytes()
+    # a writer killed halfway: the bytes so far, no marker
+    path.write_bytes(whole[: len(whole) // 2])
+    assert cache.get("0123abcd") is None
+    cache.put("0123abcd", {"x": 1})  # fresh: maybe a writer still at work, left alone
+    assert cache.get("0123abcd") is None
+    old = time.time() - cache_module.STALE_WRITE_S - 5
+    os.utime(path, (old, old))
+    cache.put("0123abcd", {"x": 1})  # long dead: replaced
+    assert cache.get("0123abcd") == {"x": 1}
+    assert path.read_bytes() == whole
+    # a pickle whole but for its marker is no entry either
+    path.write_bytes(whole[: -len(cache_module.END)])
+    assert cache.get("0123abcd") is None
+
+
+def test_a_second_writer_of_a_key_leaves_the_first_entry(tmp_path, monkeypatch):
+    cache = _open(tmp_path, monkeypatch, "a")
+    cache.put("0123abcd", [1, 2])
+    before = (cache.dir / "01" / "0123abcd").stat().st_mtime_ns
+    other = _open(tmp_path, monkeypatch, "a")  # another process, the same generation
+    other.put("0123abcd", [1, 2])
+    assert (cache.dir / "01" / "0123abcd").stat().st_mtime_ns == before
+    assert other.get("0123abcd") == [1, 2]
+    assert not [p for p in (cache.dir / "01").iterdir() if p.name != "0123abcd"]

@@ -5,10 +5,14 @@ format version, and the generation is a digest of instep's version and its analy
 and data (:func:`analysis_code_digest`), so neither a change of an index's shape nor an
 upgrade of instep reads stale entries. Each namespace keeps the current generation and
 the most recently used other one (switching between two installs does not start cold
-every time); older ones are deleted the first time a process opens the namespace. Writes
-are atomic (temp file + rename), so a killed process leaves no half-written entry. A
-corrupt or unreadable entry is treated as a miss. This module knows nothing about what
-it stores.
+every time); older ones are deleted the first time a process opens the namespace. An
+entry is created once (``O_EXCL``: the key is the content's digest, so a second writer
+has the same value) and ends with a marker written with it; an entry without its marker
+(a killed writer, a full disk, a writer still at work) is a miss, and one left
+incomplete for ten minutes is replaced. A temporary file renamed into place would also
+never be seen half-written, but the rename cost 0.4 ms per entry here (ext4), about 2 s
+of the ~4,700 entries a cold release analysis writes. A corrupt or unreadable entry is
+treated as a miss. This module knows nothing about what it stores.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import logging
 import os
 import pickle
 import shutil
-import tempfile
+import time
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -27,6 +31,10 @@ log = logging.getLogger(__name__)
 
 GENERATION_CHARS = 16
 KEEP_OTHER_GENERATIONS = 1
+# the last bytes of every complete entry (no pickle ends with them: a pickle ends with
+# its STOP opcode, b".")
+END = b"\n#instep-cache-entry-end\n"
+STALE_WRITE_S = 600.0  # an entry still without its marker after this is a dead write
 
 
 def content_hash(data: bytes) -> str:
@@ -94,6 +102,7 @@ class ContentCache:
             _touch(self.dir)  # its mtime says when it was last used
         self.hits = 0
         self.misses = 0
+        self._made: set[str] = set()  # key directories known to exist
 
     def _path(self, key: str) -> Path:
         assert self.dir is not None
@@ -105,7 +114,10 @@ class ContentCache:
             return None
         try:
             with open(self._path(key), "rb") as fh:
-                value = pickle.load(fh)
+                data = fh.read()
+            if not data.endswith(END):
+                raise ValueError("no end marker: an incomplete write")
+            value = pickle.loads(memoryview(data)[: -len(END)])
         except FileNotFoundError:
             self.misses += 1
             return None
@@ -121,13 +133,40 @@ class ContentCache:
             return
         path = self._path(key)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-            with os.fdopen(fd, "wb") as fh:
-                pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, path)
+            if key[:2] not in self._made:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._made.add(key[:2])
+            data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL) + END
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                if not _dead_write(path):
+                    return  # written (the same value: the key is its digest), or being so
+                path.unlink(missing_ok=True)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
         except OSError as exc:  # a full or read-only disk must not fail the analysis
             log.warning("cannot write analysis cache %s: %s", path.parent, exc)
+
+
+def _dead_write(path: Path) -> bool:
+    """An entry without its end marker whose writer stopped long ago."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(-len(END), os.SEEK_END)
+            if fh.read() == END:
+                return False
+    except OSError:  # shorter than the marker: seek before the start
+        pass
+    try:
+        return time.time() - path.stat().st_mtime > STALE_WRITE_S
+    except OSError:
+        return False
 
 
 def _touch(directory: Path) -> None:
