@@ -19,6 +19,7 @@ from pathlib import Path
 import click
 
 from instep import __version__
+from instep.cli import context
 from instep.cli.context import AppContext
 from instep.errors import InstepError
 
@@ -109,6 +110,7 @@ _register_commands()
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
+    context.PROCESS_ENDS_WITH_COMMAND = True
     sys.exit(run(argv))
 
 

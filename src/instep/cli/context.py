@@ -23,6 +23,11 @@ F = TypeVar("F", bound=Callable[..., object])
 
 DB_HELP = "Result store: a SQLite path or a postgresql:// URL (default: the config's 'db')."
 
+# Set by the console-script entry point (``instep.cli.main``): the process ends when the
+# command does, so a command may leave what it no longer needs to the operating system.
+# Tests run commands through ``instep.cli.run`` in their own long-lived process: unset.
+PROCESS_ENDS_WITH_COMMAND = False
+
 
 @dataclass
 class AppContext:

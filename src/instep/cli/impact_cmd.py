@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from pathlib import Path
 
 import click
 
+from instep.cli import context
 from instep.cli.context import AppContext
 from instep.errors import BadInput
 from instep.impact.export import FORMATS
@@ -169,6 +171,12 @@ def impact(
     started = time.perf_counter()
     report = analyse(req)
     seconds = time.perf_counter() - started
+    if context.PROCESS_ENDS_WITH_COMMAND:
+        # What the analysis leaves (its indexes and trees, 1.6 million objects on torch
+        # 2.13.0 -> 2.14.1 against torch-npu 2.13.0, many in reference cycles) is freed by
+        # the process's end: frozen, the collector never walks it again (a full walk while
+        # the report was written took 1.3 s of a cold run).
+        gc.freeze()
     floor = Action(min_action).rank
     report.units = [u for u in report.units if u.action.rank >= floor]
     write(report, fmt, out, all_units=all_units)
