@@ -71,3 +71,18 @@ def test_a_second_writer_of_a_key_leaves_the_first_entry(tmp_path, monkeypatch):
     assert (cache.dir / "01" / "0123abcd").stat().st_mtime_ns == before
     assert other.get("0123abcd") == [1, 2]
     assert not [p for p in (cache.dir / "01").iterdir() if p.name != "0123abcd"]
+
+
+def test_a_write_that_fails_leaves_no_entry(tmp_path, monkeypatch):
+    cache = _open(tmp_path, monkeypatch, "a")
+    cache.put("0123abcd", "first")  # makes the key directory
+
+    def full(fd, data):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cache_module.os, "write", full)
+    cache.put("0123beef", list(range(1000)))  # a warning, no exception
+    monkeypatch.undo()
+    assert not (cache.dir / "01" / "0123beef").exists()
+    assert cache.get("0123beef") is None
+    assert cache.get("0123abcd") == "first"

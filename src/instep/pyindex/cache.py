@@ -31,8 +31,8 @@ log = logging.getLogger(__name__)
 
 GENERATION_CHARS = 16
 KEEP_OTHER_GENERATIONS = 1
-# the last bytes of every complete entry (no pickle ends with them: a pickle ends with
-# its STOP opcode, b".")
+# the last bytes of every complete entry; a cut-off entry ends with them only by chance,
+# and then its pickle lacks its final STOP opcode and does not load either
 END = b"\n#instep-cache-entry-end\n"
 STALE_WRITE_S = 600.0  # an entry still without its marker after this is a dead write
 
@@ -144,12 +144,16 @@ class ContentCache:
                     return  # written (the same value: the key is its digest), or being so
                 path.unlink(missing_ok=True)
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            written = False
             try:
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view) :]
+                written = True
             finally:
                 os.close(fd)
+                if not written:  # a full disk, an interrupt: leave no entry behind
+                    path.unlink(missing_ok=True)
         except OSError as exc:  # a full or read-only disk must not fail the analysis
             log.warning("cannot write analysis cache %s: %s", path.parent, exc)
 
