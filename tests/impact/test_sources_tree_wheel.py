@@ -146,6 +146,20 @@ def test_wheel_members_and_record_digests_without_extracting(tmp_path):
     snap.close()
 
 
+def test_a_wheel_member_is_decompressed_once(tmp_path):
+    wheel = _wheel(tmp_path / "p.whl", {"pkg/a.py": b"A = 1\n", "pkg/b.py": b"B = 2\n"})
+    with WheelSnapshot(wheel) as snap:
+        opened: list[str] = []
+        original = snap._zip.read
+        snap._zip.read = lambda info: opened.append(info.filename) or original(info)  # type: ignore[method-assign]
+        assert [snap.read("pkg/a.py") for _ in range(3)] == [b"A = 1\n"] * 3
+        assert snap.read("pkg/b.py") == b"B = 2\n"
+        assert opened == ["pkg/a.py", "pkg/b.py"]
+        # a forked child opens a handle of its own but keeps what was read before
+        snap._pid = -1
+        assert snap.read("pkg/a.py") == b"A = 1\n" and opened == ["pkg/a.py", "pkg/b.py"]
+
+
 def test_wheel_without_record_hashes_members(tmp_path):
     wheel = _wheel(tmp_path / "p.whl", {"pkg/a.py": b"A = 1\n"}, record=False)
     with WheelSnapshot(wheel) as snap:

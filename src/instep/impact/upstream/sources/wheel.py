@@ -47,6 +47,9 @@ class WheelSnapshot:
         self.label = label if label is not None else wheel.name
         self.max_bytes = max_bytes
         self._members: dict[str, zipfile.ZipInfo] = {}
+        # members already decompressed: a release analysis reads 6,500 members 11,100
+        # times (the diff, the dataclass pass, the join's passes), 128 of its 238 MB again
+        self._read: dict[str, bytes] = {}
         record_name: str | None = None
         for info in self._zip.infolist():
             name = info.filename
@@ -103,6 +106,9 @@ class WheelSnapshot:
         return found
 
     def read(self, path: str) -> bytes:
+        data = self._read.get(path)
+        if data is not None:
+            return data
         info = self._members[path]
         if self._pid != os.getpid():
             # a forked child (a join pass): a handle of its own, for the parent's file
@@ -110,9 +116,10 @@ class WheelSnapshot:
             self._zip = zipfile.ZipFile(self.wheel)
             self._pid = os.getpid()
         try:
-            return self._zip.read(info)
+            data = self._read[path] = self._zip.read(info)
         except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as exc:
             raise BadInput(f"cannot read {info.filename} from {self.wheel}: {exc}") from None
+        return data
 
     def close(self) -> None:
         self._zip.close()
