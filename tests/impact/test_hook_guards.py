@@ -28,6 +28,12 @@ COMMON_NEW = COMMON_OLD + textwrap.indent(
 
         def both_ways_expr(self):
             raise NotImplementedError
+
+        def or_guarded_expr(self):
+            raise NotImplementedError
+
+        def bail_out_expr(self):
+            raise NotImplementedError
         """
     ),
     "    ",
@@ -132,6 +138,20 @@ STREAMS_NEW = textwrap.dedent(
             if idx:
                 continue
         return V.graph.device_ops.both_ways_expr()
+
+
+    def or_guarded(inputs):
+        for inp in inputs:
+            if not _coor_enabled() or inp is None:
+                continue
+            return V.graph.device_ops.or_guarded_expr()
+
+
+    def bail_out(inputs):
+        for inp in inputs:
+            if inp is None or inp.is_meta:
+                continue
+            return V.graph.device_ops.bail_out_expr()
     """
 )
 DOWN = textwrap.dedent(
@@ -220,6 +240,16 @@ def test_a_read_after_an_early_return_is_conditional_and_quotes_the_condition(ho
     assert (c["action"], c["rule"]) == ("Test", "hook.missing_conditional")
     assert "only under `if _coor_enabled() (line 10 returns otherwise)`" in c["evidence"]
     assert "stream_utils.py:12" in c["evidence"]
+
+
+def test_a_read_after_an_or_exit_led_by_a_negation_is_conditional(hooks):
+    # torch 2.5's _check_triton_bf16_support: `if (not is_gpu(...)) or ...: continue`
+    c = hooks[("or_guarded_expr", "NPUDeviceOpOverrides")]
+    assert (c["action"], c["rule"]) == ("Test", "hook.missing_conditional")
+    assert "only under `if _coor_enabled() (line" in c["evidence"]
+    # an `or` of special cases is a bail-out: the read stays on the normal path
+    c = hooks[("bail_out_expr", "NPUDeviceOpOverrides")]
+    assert (c["action"], c["rule"]) == ("Shim", "hook.missing_breaks")
 
 
 def test_a_guard_that_does_not_leave_or_leaves_a_loop_only_keeps_the_read_unconditional(hooks):

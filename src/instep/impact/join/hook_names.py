@@ -286,9 +286,16 @@ def _label(cond) -> str:
     return form.format(_cut(ast.unparse(test), 80))
 
 
+def _negated(test: ast.expr) -> ast.expr | None:
+    """``c`` of ``not c``, else None."""
+    return test.operand if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) else None
+
+
 def _early_exit(stmt: ast.stmt) -> str | None:
     """The condition the statements after ``stmt`` run under when ``stmt`` is an ``if``
-    with one branch that leaves (``if not c: return`` -> ``c``), else None. A bail-out on a
+    with one branch that leaves (``if not c: return`` -> ``c``; ``if not c or d:
+    continue`` -> ``c`` too: torch 2.5's ``_check_triton_bf16_support`` reads the device's
+    ``is_bf16_supported`` only ``if is_gpu(device.type)``), else None. A bail-out on a
     special case (``if blocked(a, b): return False``, ``if x is None: continue``) leaves the
     rest on the path taken whenever the case does not hold: no condition, unless the test
     is a device test that holds on an out-of-tree backend (:func:`on_backend`)."""
@@ -300,9 +307,10 @@ def _early_exit(stmt: ast.stmt) -> str | None:
         return None  # neither leaves, or both do (nothing after it runs)
     test = stmt.test
     if body_leaves:
-        kept = (
-            test.operand if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) else None
-        )
+        kept = _negated(test)
+        if kept is None and isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+            # `if not c or d: continue`: the rest runs only where c holds (and d does not)
+            kept = next((c for c in map(_negated, test.values) if c is not None), None)
         if kept is None and on_backend(test) is not True:
             return None  # a bail-out: the rest is the path where it does not hold
         text = f"if {ast.unparse(kept)}" if kept is not None else f"not ({ast.unparse(test)})"
