@@ -46,13 +46,11 @@ class RenamedClasses:
             return None
         if c.symbol_kind not in (SymbolKind.METHOD, SymbolKind.CLASS_ATTRIBUTE):
             return None
-        old_cls, _, member = target.rpartition(".")
-        new = self.successor.get(old_cls)
-        if new is None:
-            return None
-        found = self.resolver.find_member(new[0], new[1], member)
+        found = self._successor_member(target)
         if found is None:
             return None
+        old_cls, _, member = target.rpartition(".")
+        new = self.successor[old_cls]
         module, rest = self.resolver.split(found)
         sym = self.resolver.index(module).symbols.get(rest)
         if sym is None or sym.kind is not c.old.kind or sym.signature != c.old.signature:
@@ -65,9 +63,14 @@ class RenamedClasses:
     def successor_has(self, target: str) -> bool:
         """Whether the successor of the class of ``target`` (``module.Old.m``) has a
         member ``m`` (itself or through a base), whatever its parameters."""
+        return self._successor_member(target) is not None
+
+    def _successor_member(self, target: str):
+        """Where the successor of ``target``'s class defines ``m`` (``find_member``), or
+        None: no successor, or it lacks the member."""
         old_cls, _, member = target.rpartition(".")
         new = self.successor.get(old_cls)
-        return new is not None and self.resolver.find_member(new[0], new[1], member) is not None
+        return None if new is None else self.resolver.find_member(new[0], new[1], member)
 
 
 def _class_pair(c: SymbolChange) -> tuple[str, tuple[str, str]] | None:
