@@ -66,12 +66,13 @@ def _report(lang: str = "en") -> ImpactReport:
     ]
     return ImpactReport(
         upstream={"mode": "release", "old": "torch==2.13.0", "new": "torch==2.14.1"},
-        downstream={"source": "torch-npu==2.13.0"},
+        downstream={"source": "torch-npu==2.13.0", "files": 2, "references": 1},
         units=units,
         compat_debt=[
             {
                 "at": "torch_npu/a.py:3",
                 "condition": "TORCH_VERSION < (2, 10)",
+                "kind": "version_compare",
                 "reason": "always false",
             }
         ],
@@ -83,7 +84,7 @@ def _report(lang: str = "en") -> ImpactReport:
 
 def test_json_schema_fields():
     doc = json.loads(render(_report(), "json"))
-    assert doc["schema"] == "instep.impact/1"
+    assert doc["schema"] == "instep.impact/2"
     unit = doc["units"][0]
     for key in (
         "id",
@@ -197,8 +198,8 @@ def _hotspot_report() -> ImpactReport:
         [decide(removed, ref(CouplingKind.IMPORT_USE, "x.SIMDKernel.c", 20, lone))],
     ]
     return ImpactReport(
-        upstream={"mode": "release"},
-        downstream={"source": "d"},
+        upstream={"mode": "release", "old": "a", "new": "b"},
+        downstream={"source": "d", "files": 1, "references": 4},
         units=[judge_unit(u, cs) for u, cs in zip(units, couplings, strict=True)],
     )
 

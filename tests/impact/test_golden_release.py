@@ -35,7 +35,7 @@ def release_doc(tmp_path_factory, real_wheels) -> dict:
             cache_dir=cache,
         )
     )
-    return as_document(report)
+    return json.loads(as_document(report).to_json())  # as a user's JSON reader sees it
 
 
 def _couplings(doc: dict, symbol: str) -> list[dict]:

@@ -201,9 +201,9 @@ def test_class_members_and_bases(changes):
     load = changes["Kernel.load"]
     assert load.kind is ChangeKind.SIGNATURE and load.symbol_kind is SymbolKind.METHOD
     assert changes["Kernel.store"].kind is ChangeKind.BODY
-    as_dict = load.as_dict()
-    assert as_dict["symbol"] == "torch/_inductor/lowering.py::Kernel.load"
-    assert as_dict["change"] == "signature" and as_dict["also"] == ["body"]
+    record = load.record()
+    assert record.symbol == "torch/_inductor/lowering.py::Kernel.load"
+    assert record.change is ChangeKind.SIGNATURE and record.also == (ChangeKind.BODY,)
 
 
 def test_a_class_does_not_change_for_its_members():

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,9 +22,10 @@ import pytest
 import instep
 from instep.cli import run as cli_run
 from instep.errors import BadInput, MissingInput
+from instep.impact_contract import Action, read_report
 from instep.outcome import FAILING
 from instep.store import Store, outcome_dict
-from instep.triage.culprits import ImpactReport
+from instep.triage.culprits import CulpritIndex
 
 from .culprit_fixture import EXPECTED, build_downstream, build_upstream, checkout
 
@@ -73,7 +75,7 @@ def test_each_failure_is_attributed_to_the_commit_that_caused_it(loop):
     failed = failures(root, "after")
     assert {f["case"] for f in failed} == set(EXPECTED)
 
-    report = ImpactReport.load(report_path)
+    report = CulpritIndex.load(report_path)
     prs = {str(u["id"]): u["pr"] for u in json.loads(report_path.read_text())["units"]}
     for failure in failed:
         ranked = report.attribute(failure)
@@ -85,14 +87,14 @@ def test_each_failure_is_attributed_to_the_commit_that_caused_it(loop):
         )
         assert prs[first.unit] == first.pr
         assert first.confidence == "high", first.one_line()
-        assert first.coupling is not None and first.coupling["downstream"].startswith("npu_like/")
+        assert first.coupling is not None and first.coupling.downstream.startswith("npu_like/")
         # the unrelated commit (#205) is never named, whatever it shares with the failure
         assert all(a.pr != 205 for a in ranked), [a.one_line() for a in ranked]
 
 
 def test_the_evidence_says_why(loop):
     root, report_path = loop
-    report = ImpactReport.load(report_path)
+    report = CulpritIndex.load(report_path)
     by_case = {f["case"]: f for f in failures(root, "after")}
     hints = report.attribute(by_case["tests/test_hints.py"])[0]
     kinds = {e.kind: e.detail for e in hints.evidence}
@@ -105,7 +107,7 @@ def test_the_evidence_says_why(loop):
 
 def test_a_failure_that_no_change_explains_gets_no_culprit(loop):
     root, report_path = loop
-    report = ImpactReport.load(report_path)
+    report = CulpritIndex.load(report_path)
     unrelated = {
         "case": "tests/test_other.py::test_x",
         "status": "failed",
@@ -130,13 +132,13 @@ def test_a_failure_that_no_change_explains_gets_no_culprit(loop):
 
 def test_bad_reports_are_one_line_errors(tmp_path):
     with pytest.raises(MissingInput, match="no such file"):
-        ImpactReport.load(tmp_path / "absent.json")
+        CulpritIndex.load(tmp_path / "absent.json")
     (tmp_path / "bad.json").write_text("{not json")
     with pytest.raises(BadInput, match="not JSON"):
-        ImpactReport.load(tmp_path / "bad.json")
+        CulpritIndex.load(tmp_path / "bad.json")
     (tmp_path / "other.json").write_text(json.dumps({"runs": []}))
     with pytest.raises(BadInput, match="no 'units' list"):
-        ImpactReport.load(tmp_path / "other.json")
+        CulpritIndex.load(tmp_path / "other.json")
 
 
 def test_the_loop_in_three_commands(loop):
@@ -208,19 +210,19 @@ def test_the_indexed_report_is_cached_by_its_content(loop, tmp_path):
     failure = {f["case"]: f for f in failures(root, "after")}["tests/test_hints.py"]
     report = tmp_path / "impact.json"
     report.write_bytes(report_path.read_bytes())
-    first = ImpactReport.load(report, cache).attribute(failure)[0]
+    first = CulpritIndex.load(report, cache).attribute(failure)[0]
     assert len(list(cache.glob("*.sqlite"))) == 1
     assert not list(cache.glob("*.alias"))  # written just now: hashed until it is older
     hour_ago = time.time_ns() - 3600 * 10**9
     os.utime(report, ns=(hour_ago, hour_ago))
-    again = ImpactReport.load(report, cache).attribute(failure)[0]
+    again = CulpritIndex.load(report, cache).attribute(failure)[0]
     assert again.as_dict() == first.as_dict()
     assert len(list(cache.glob("*.alias"))) == 1
-    assert ImpactReport.load(report, cache).attribute(failure)[0].as_dict() == first.as_dict()
+    assert CulpritIndex.load(report, cache).attribute(failure)[0].as_dict() == first.as_dict()
     copy = tmp_path / "copy.json"  # the same content elsewhere finds the same index
     shutil.copy(report, copy)
     os.utime(copy, ns=(hour_ago, hour_ago))
-    assert ImpactReport.load(copy, cache).attribute(failure)[0].as_dict() == first.as_dict()
+    assert CulpritIndex.load(copy, cache).attribute(failure)[0].as_dict() == first.as_dict()
     assert len(list(cache.glob("*.sqlite"))) == 1
     assert len(list(cache.glob("*.alias"))) == 2
     doc = json.loads(report_path.read_text())  # rewritten in place: its own index
@@ -228,9 +230,9 @@ def test_the_indexed_report_is_cached_by_its_content(loop, tmp_path):
         unit["pr"] = 9000 + unit["pr"]
     report.write_text(json.dumps(doc))
     os.utime(report, ns=(hour_ago + 10**9, hour_ago + 10**9))
-    assert ImpactReport.load(report, cache).attribute(failure)[0].pr == 9203
+    assert CulpritIndex.load(report, cache).attribute(failure)[0].pr == 9203
     assert len(list(cache.glob("*.sqlite"))) == 2
-    assert ImpactReport.load(copy, cache).attribute(failure)[0].pr == 203
+    assert CulpritIndex.load(copy, cache).attribute(failure)[0].pr == 203
 
 
 def test_upstream_tests_that_import_a_changed_module_are_selected(loop, tmp_path):
@@ -247,13 +249,13 @@ def test_upstream_tests_that_import_a_changed_module_are_selected(loop, tmp_path
         "def test_other():\n    assert utils\n"
     )
     (tests / "test_unrelated.py").write_text("import os\n\n\ndef test_x():\n    assert os\n")
-    doc = json.loads(report_path.read_text())
-    hints = next(u for u in doc["units"] if u["pr"] == 203)
-    hints["suggested_tests"] = []  # only the upstream tree can supply its tests
-    doc["units"] = [hints]
-    selection = select_tests(doc, ("Shim",), upstream_tests=tmp_path / "pytorch", cwd=tmp_path)
+    doc = read_report(report_path)
+    hints = next(u for u in doc.units if u.pr == 203)
+    hints = replace(hints, suggested_tests=())  # only the upstream tree can supply its tests
+    doc = replace(doc, units=(hints,))
+    selection = select_tests(doc, (Action.SHIM,), upstream_tests=tmp_path / "pytorch", cwd=tmp_path)
     assert selection.paths == ["pytorch/test/inductor/test_utils.py"]
-    assert selection.units_of == {"pytorch/test/inductor/test_utils.py": [hints["id"]]}
+    assert selection.units_of == {"pytorch/test/inductor/test_utils.py": [hints.id]}
     assert selection.keyword == "test_tflops"
 
 
@@ -284,7 +286,7 @@ def test_upstream_old_computes_the_impact_against_the_torch_the_run_used(loop, t
     assert culprits == json.loads(given.stdout)["culprits"]
     assert set(culprits) == set(EXPECTED)
     # each first culprit is the change the commit-mode report ties the failure to
-    by_commit = ImpactReport.load(report_path)
+    by_commit = CulpritIndex.load(report_path)
     for failure in failures(root, "up-old"):
         first = by_commit.attribute(failure)[0]
         assert culprits[failure["case"]][0]["coupling"] == first.as_dict()["coupling"]

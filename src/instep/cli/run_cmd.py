@@ -277,10 +277,10 @@ def _impact_selection(
 ) -> tuple[str | None, dict]:
     """``--impact``: add the report's tests to ``paths``; the -k to run with; the setting."""
     # fast CLI start: the library loads when the command runs
-    from instep.impact_json import load_impact_json, parse_actions
+    from instep.impact_contract import parse_actions, read_report
     from instep.suites.impact_selection import select_tests
 
-    doc = load_impact_json(path)
+    doc = read_report(path)
     selection = select_tests(doc, parse_actions(actions), top, upstream_tests)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     for note in selection.notes:

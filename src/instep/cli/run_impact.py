@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from instep.cli.context import AppContext
 from instep.errors import BadInput
+
+if TYPE_CHECKING:  # the contract loads when a report is computed (fast CLI start)
+    from instep.impact_contract import ImpactDocument
 
 
 def run_impact_request(app: AppContext, run: Any, upstream_old: str, downstream: str | None):  # type: ignore[no-untyped-def]
@@ -35,8 +38,8 @@ def run_impact_request(app: AppContext, run: Any, upstream_old: str, downstream:
     )
 
 
-def impact_document(request: Any) -> dict[str, Any]:
-    """The report ``request`` asks for, as ``instep impact --format json`` writes it."""
+def impact_document(request: Any) -> ImpactDocument:
+    """The report ``request`` asks for: the records ``instep impact --format json`` writes."""
     from instep.impact.analysis import analyse
     from instep.impact.export.json_doc import as_document
 

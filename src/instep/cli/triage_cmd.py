@@ -70,7 +70,7 @@ def triage_command(
         store_batches,
     )
     from instep.triage.culprits import (
-        ImpactReport,
+        CulpritIndex,
         attribute_all,
         batch_culprit,
         culprit_evidence,
@@ -82,14 +82,14 @@ def triage_command(
     if downstream and not upstream_old:
         raise BadInput("--downstream: only with --upstream-old X")
     cache = app.config.cache_path() / "culprits"  # the indexed report, by its digest
-    report = ImpactReport.load(impact_path, cache) if impact_path else None  # before work
+    report = CulpritIndex.load(impact_path, cache) if impact_path else None  # before work
     by_case = {}
     with open_store(app, db, must_exist=True) as store:
         run = store.get_run(run_ref)
         if upstream_old:
             request = run_impact_request(app, run, upstream_old, downstream)
             impact_path = f"{request.upstream_old} -> {request.upstream_new}"
-            report = ImpactReport(impact_document(request), impact_path)
+            report = CulpritIndex(impact_document(request), impact_path)
         reclassify_run(store, run, app.profile(run.profile), every=reclassify)
         outcomes = store.outcome_records(run.id)
         batches = group_batches(outcomes)

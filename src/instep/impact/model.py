@@ -5,7 +5,10 @@ the symbol index (``instep.pyindex``, whose nouns ``Symbol``, ``SymbolKind`` and
 ``Registration`` are shared with the doctor) yields symbol tables, the symbol diff yields
 :class:`SymbolChange`, the coupling index yields :class:`Reference`, the verdict rules
 join them into :class:`Coupling` and :class:`Impact`, exporters render them.
-Nothing here parses, diffs or decides; every class serialises itself (``as_dict``).
+Nothing here parses, diffs or decides. The vocabularies (``Action``, ``Risk``, ``Stage``,
+``CouplingKind``, ``ChangeKind``, ``Tristate``) are the impact contract's
+(``instep.impact_contract``), re-exported here; the records that reach the JSON build their
+contract record (``record()``), which ``export/json_doc.py`` writes.
 """
 
 from __future__ import annotations
@@ -13,71 +16,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from instep.pyindex.model import Qualified, Symbol, SymbolKind, Vocab
-
-
-class ChangeKind(Vocab):
-    ADDED = "added"
-    REMOVED = "removed"
-    RENAMED = "renamed"  # same normalised body under another name (moved)
-    SIGNATURE = "signature"  # parameters changed (old -> new in `detail`)
-    BODY = "body"  # code changed, ignoring formatting, comments and docstrings
-    DECORATOR = "decorator"  # decorators / registrations changed
-    VALUE = "value"  # an assignment's value or a parameter default changed
-    ANNOTATION = "annotation"  # parameter or return annotations changed: calls bind as before
-
-
-class Stage(Vocab):
-    DYNAMO = "Dynamo"
-    AOT = "AOTAutograd"
-    INDUCTOR = "Inductor"
-    FX = "FX"
-    DECOMPOSITION = "Decomposition"
-    DISTRIBUTED = "Distributed"
-    RUNTIME = "Runtime"
-    OTHER = "Other"
-
-
-class CouplingKind(Vocab):
-    IMPORT_USE = "import_use"  # import of, or attribute use of, an upstream symbol
-    SUBCLASS_OVERRIDE = "subclass_override"  # downstream class overrides an upstream method
-    MONKEYPATCH = "monkeypatch"  # assignment / setattr onto an upstream module or class
-    FORK = "fork"  # a downstream file or function is a modified copy of upstream's
-    REGISTRATION = "registration"  # same op / key registered downstream (lowering, decomp, ...)
-    CONFIG = "config"  # an upstream config key read or written downstream
-    INHERITED_PATH = "inherited_path"  # reached through an upstream symbol the downstream uses
-    C_SHIM = "c_shim"  # C/C++ shim name generated or loaded downstream (best effort)
-    OP_SCHEMA = "op_schema"  # an ATen overload named downstream x native_functions.yaml
-    HIGHER_ORDER_OP = "higher_order_op"  # torch.ops.higher_order.X named downstream
-    HOOK_NAME = "hook_name"  # a member upstream newly reads from a class the backend subclasses
-    # a downstream subclass reads self.<attr> that an upstream base __init__ no longer sets
-    INHERITED_ATTRIBUTE = "inherited_attribute"
-
-
-class _Ranked(Vocab):
-    """A vocabulary whose members are ordered by declaration (least severe first)."""
-
-    @property
-    def rank(self) -> int:
-        return list(type(self)).index(self)
-
-
-class Action(_Ranked):
-    CHECK = "Check"
-    TEST = "Test"
-    SHIM = "Shim"
-
-
-class Risk(_Ranked):
-    LOW = "low"
-    MEDIUM = "medium"
-    HIGH = "high"
-
-
-class Tristate(Vocab):
-    YES = "yes"
-    NO = "no"
-    UNSURE = "unsure"
+from instep import impact_contract as contract
+from instep.impact_contract import (
+    Action,
+    ChangeKind,
+    CouplingKind,
+    Risk,
+    Stage,
+    Tristate,
+)
+from instep.pyindex.model import Qualified, Symbol, SymbolKind
 
 
 @dataclass(frozen=True)
@@ -107,19 +55,19 @@ class SymbolChange(Qualified):
                 keys.update(r.key for r in sym.registrations)
         return frozenset(keys)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "symbol": self.ref,
-            "change": str(self.kind),
-            "also": [str(k) for k in self.also],
-            "symbol_kind": str(self.symbol_kind),
-            "stage": str(self.stage),
-            "detail": self.detail,
-            "renamed_from": self.renamed_from,
-            "old_line": self.old.line if self.old else None,
-            "new_line": self.new.line if self.new else None,
-            "registrations": sorted(self.registration_keys),
-        }
+    def record(self) -> contract.Change:
+        return contract.Change(
+            symbol=self.ref,
+            change=self.kind,
+            also=self.also,
+            symbol_kind=self.symbol_kind,
+            stage=self.stage,
+            detail=self.detail,
+            renamed_from=self.renamed_from,
+            old_line=self.old.line if self.old else None,
+            new_line=self.new.line if self.new else None,
+            registrations=tuple(sorted(self.registration_keys)),
+        )
 
 
 @dataclass(frozen=True)
@@ -168,16 +116,20 @@ class VersionGate:
     # new upstream's version by the join (a prefix is no range: "2.10" starts with "2.1")
     predicate: Any = None
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "at": f"{self.path}:{self.line}",
-            "condition": self.condition,
-            "kind": self.kind,
-            "min_version": ".".join(map(str, self.min_version)) if self.min_version else None,
-            "max_version": ".".join(map(str, self.max_version)) if self.max_version else None,
-            "upstream_pr": self.upstream_pr,
-            "note": self.note,
-        }
+    @property
+    def at(self) -> str:
+        return f"{self.path}:{self.line}"
+
+    def record(self) -> contract.Gate:
+        return contract.Gate(
+            at=self.at,
+            condition=self.condition,
+            kind=self.kind,
+            min_version=".".join(map(str, self.min_version)) if self.min_version else None,
+            max_version=".".join(map(str, self.max_version)) if self.max_version else None,
+            upstream_pr=self.upstream_pr,
+            note=self.note,
+        )
 
 
 @dataclass(frozen=True)
@@ -250,25 +202,25 @@ class Coupling:
         """The downstream symbol holding the place: 'path::qualname' ('path::<module>')."""
         return f"{self.downstream.rsplit(':', 1)[0]}::{self.owner or '<module>'}"
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "kind": str(self.kind),
-            "upstream": self.upstream,
-            "downstream": self.downstream,
-            "owner": self.owner,
-            "snippet": self.snippet,
-            "action": str(self.action),
-            "risk": str(self.risk),
-            "code_change": str(self.code_change),
-            "rule": self.rule,
-            "chain": list(self.chain),
-            "detail": self.detail,
-            "already_adapted": self.already_adapted,
-            "gate": self.gate.as_dict() if self.gate else None,
-            "best_effort": self.best_effort,
-            "problems": list(self.problems),
-            "evidence": self.evidence,
-        }
+    def record(self) -> contract.Coupling:
+        return contract.Coupling(
+            kind=self.kind,
+            upstream=self.upstream,
+            downstream=self.downstream,
+            owner=self.owner,
+            snippet=self.snippet,
+            action=self.action,
+            risk=self.risk,
+            code_change=self.code_change,
+            rule=self.rule,
+            chain=tuple(self.chain),
+            detail=self.detail,
+            already_adapted=self.already_adapted,
+            gate=self.gate.record() if self.gate else None,
+            best_effort=self.best_effort,
+            problems=tuple(self.problems),
+            evidence=self.evidence,
+        )
 
 
 @dataclass
@@ -305,29 +257,29 @@ class Impact:
     def coupling_kinds(self) -> list[str]:
         return sorted({str(c.kind) for c in self.couplings})
 
-    def as_dict(self) -> dict[str, Any]:
+    def record(self) -> contract.Unit:
         ch = self.change
-        return {
-            "id": ch.id,
-            "title": ch.title,
-            "unit_kind": ch.unit_kind,
-            "commit": ch.commit,
-            "pr": ch.pr,
-            "reverted_by": ch.reverted_by,
-            "reverts": ch.reverts,
-            "files": list(ch.files),
-            "upstream": [f"{c.ref} ({c.kind})" for c in ch.changes],
-            "changes": [c.as_dict() for c in ch.changes],
-            "action": str(self.action),
-            "risk": str(self.risk),
-            "code_change": str(self.code_change),
-            "test_needed": "yes" if self.test_needed else "no",
-            "stage": str(self.stage),
-            "coupling_kinds": self.coupling_kinds,
-            "couplings": [c.as_dict() for c in self.couplings],
-            "suggested_tests": list(self.suggested_tests),
-            "rationale": self.rationale,
-        }
+        return contract.Unit(
+            id=ch.id,
+            title=ch.title,
+            unit_kind=contract.UnitKind(ch.unit_kind),
+            commit=ch.commit,
+            pr=ch.pr,
+            reverted_by=ch.reverted_by,
+            reverts=ch.reverts,
+            files=tuple(ch.files),
+            upstream=tuple(f"{c.ref} ({c.kind})" for c in ch.changes),
+            changes=tuple(c.record() for c in ch.changes),
+            action=self.action,
+            risk=self.risk,
+            code_change=self.code_change,
+            test_needed="yes" if self.test_needed else "no",
+            stage=self.stage,
+            coupling_kinds=tuple(sorted({c.kind for c in self.couplings})),
+            couplings=tuple(c.record() for c in self.couplings),
+            suggested_tests=tuple(self.suggested_tests),
+            rationale=self.rationale,
+        )
 
 
 HOTSPOTS = 25  # downstream hotspots listed in the outputs

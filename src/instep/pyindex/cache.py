@@ -43,8 +43,9 @@ def content_hash(data: bytes) -> str:
 
 @lru_cache(maxsize=1)
 def analysis_code_digest() -> str:
-    """Digest of instep's version and the analysis code and data (``instep/impact`` and
-    ``instep/pyindex``): the cache generation, so results from other code are never reused."""
+    """Digest of instep's version and the analysis code and data (``instep/impact``,
+    ``instep/pyindex`` and the vocabularies in ``instep/impact_contract.py``): the cache
+    generation, so results from other code are never reused."""
     import instep
 
     h = hashlib.blake2b(digest_size=20)
@@ -54,6 +55,8 @@ def analysis_code_digest() -> str:
         for path in sorted(root.rglob("*")):
             if path.suffix in (".py", ".toml", ".json", ".j2") and path.is_file():
                 h.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
+    contract = package / "impact_contract.py"
+    h.update(b"impact_contract.py\0" + contract.read_bytes())
     return h.hexdigest()
 
 

@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from instep.errors import InstepError
+from instep.impact_contract import Action
 from instep.outcome import FAILING, MANIFESTATIONS
 from instep.suites.case_record import LEGS, read_case_figures
-from instep.triage.culprits import Attribution, Evidence
+from instep.triage.culprits import Attribution, CouplingRef, Evidence
 from instep.triage.culprits import batch_culprit as rank_batch
 
 LEG_LABELS = {
@@ -244,12 +245,12 @@ def _attribution(stored: dict[str, Any]) -> Attribution:
     return Attribution(
         unit=str(stored["unit"]),
         title=str(stored.get("title") or ""),
-        action=str(stored.get("action") or ""),
+        action=Action(stored["action"]),  # triage stores a value of the vocabulary
         pr=stored.get("pr"),
         commit=stored.get("commit"),
         score=float(stored.get("score") or 0),
         evidence=[Evidence(**e) for e in stored.get("evidence") or []],
-        coupling=stored.get("coupling"),
+        coupling=CouplingRef(**stored["coupling"]) if stored.get("coupling") else None,
     )
 
 

@@ -12,7 +12,8 @@ A test file whose test functions name a changed symbol is narrowed to those func
 the others run whole. The narrowing is one ``-k`` expression (pytest matches it against
 test names and their module names), so it can select a few more cases than asked, never
 fewer. Nothing here runs anything: the runner gets paths, a ``-k`` and, per file, the
-units that chose it (stored with the run).
+units that chose it (stored with the run). The report comes as the impact contract's typed
+records (``instep.impact_contract``), never from the impact engine.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from instep.impact_json import unit_priority
+from instep.impact_contract import Action, ImpactDocument, Unit, unit_priority
 from instep.pyindex.model import module_of
 from instep.pyindex.test_imports import imported_names
 
@@ -46,19 +47,19 @@ class ImpactSelection:
 
 
 def select_tests(
-    doc: dict[str, Any],
-    actions: tuple[str, ...] = ("Shim", "Test"),
+    doc: ImpactDocument,
+    actions: tuple[Action, ...] = (Action.SHIM, Action.TEST),
     top: int | None = None,
     upstream_tests: Path | None = None,
     cwd: Path | None = None,
 ) -> ImpactSelection:
-    """The tests for the units of ``doc`` (an impact JSON report) with one of ``actions``."""
+    """The tests for the units of ``doc`` (an impact report) with one of ``actions``."""
     cwd = Path(cwd or os.getcwd())
-    units = sorted((u for u in doc["units"] if u.get("action") in actions), key=unit_priority)
+    units = sorted((u for u in doc.units if u.action in actions), key=unit_priority)
     if top is not None:
         units = units[:top]
     roots = [cwd]
-    source = (doc.get("downstream") or {}).get("source")
+    source = doc.downstream.source
     if source and Path(source).is_dir():
         roots.append(Path(source))
     if upstream_tests is not None:
@@ -68,14 +69,14 @@ def select_tests(
     names: dict[str, set[str]] = defaultdict(set)
     out = ImpactSelection()
     for unit in units:
-        uid = str(unit.get("id"))
-        files = [_find(t, roots, cwd) for t in unit.get("suggested_tests") or []]
+        uid = unit.id
+        files = [_find(t, roots, cwd) for t in unit.suggested_tests]
         if importing is not None:
             files += importing.of_modules(_changed_modules(unit), cwd)
         files = [f for f in dict.fromkeys(files) if f is not None]
         if not files:
-            why = "the report suggests none" if not unit.get("suggested_tests") else "not found"
-            out.notes.append(f"{uid} [{unit.get('action')}]: no test to run ({why})")
+            why = "the report suggests none" if not unit.suggested_tests else "not found"
+            out.notes.append(f"{uid} [{unit.action}]: no test to run ({why})")
             continue
         for f in files:
             chosen[f].append(uid)
@@ -101,19 +102,19 @@ def _shown(path: Path, cwd: Path) -> str:
         return str(path.resolve())
 
 
-def _changed_modules(unit: dict[str, Any]) -> set[str]:
+def _changed_modules(unit: Unit) -> set[str]:
     out = set()
-    for change in unit.get("changes") or []:
-        path = str(change.get("symbol", "")).partition("::")[0]
+    for change in unit.changes:
+        path = change.symbol.partition("::")[0]
         if path.endswith(".py"):
             out.add(module_of(path))
     return out
 
 
-def _changed_names(unit: dict[str, Any]) -> set[str]:
+def _changed_names(unit: Unit) -> set[str]:
     out = set()
-    for change in unit.get("changes") or []:
-        qualname = str(change.get("symbol", "")).partition("::")[2]
+    for change in unit.changes:
+        qualname = change.symbol.partition("::")[2]
         for part in qualname.split("."):
             if len(part) >= _MIN_NAME and part not in _GENERIC:
                 out.add(part)

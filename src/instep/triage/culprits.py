@@ -1,10 +1,11 @@
 """Which upstream change most likely broke a failing case: stored failures joined with an
 impact report.
 
-Reads the JSON that ``instep impact --format json`` writes (never the impact engine
-itself, so triage stays free of it) and a stored failure: its exception chain (files,
-functions, lines), its messages and the layer triage filed it under. Each unit of the
-report that the failure can be tied to gets a score from evidence, strongest first:
+Reads the report ``instep impact --format json`` writes, as the impact contract's typed
+records (``instep.impact_contract``: never the impact engine itself, so triage stays free
+of it), and a stored failure: its exception chain (files, functions, lines), its messages
+and the layer triage filed it under. Each unit of the report that the failure can be tied
+to gets a score from evidence, strongest first:
 
 - a downstream place the report coupled (file and line, or the function that holds it)
   is a frame of the failure;
@@ -37,8 +38,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from instep.errors import BadInput
-from instep.impact_json import load_impact_json
+from instep import impact_contract
+from instep.impact_contract import (
+    Action,
+    ChangeKind,
+    Coupling,
+    CouplingKind,
+    ImpactDocument,
+    Stage,
+    Unit,
+    read_report,
+)
+from instep.layers import Layer
 from instep.pyindex.model import module_of
 
 #: Weights of the evidence, strongest first (see the module docstring).
@@ -54,32 +65,31 @@ STAGE_FITS = 1.0
 
 HIGH, MEDIUM = 9.0, 6.0  # confidence thresholds on the score
 
-_UNIT_FIELDS = ("id", "title", "action", "pr", "commit", "stage")
-_COUPLING_FIELDS = ("kind", "upstream", "downstream", "owner", "snippet", "action", "rule")
-_COUPLING_FIELDS += ("problems",)
 #: the index's tables: frame file name, (file name, function), (module, name), owner,
 #: called name, quoted parameter -> what the report says; each unit's own fields; and
 #: under "files" the file names a frame must have to be tied at all
 _TABLES = ("places", "changed", "changed_in", "owners", "called", "problems", "units", "files")
 #: a report modified this recently may be rewritten within the same mtime tick
 _RACY_S = 2.0
-#: a cached index is only reused by the code that built it
-_CODE_DIGEST = hashlib.blake2b(Path(__file__).read_bytes(), digest_size=8).digest()
+#: a cached index is only reused by the code that built it, for the schema it read
+_CODE_DIGEST = hashlib.blake2b(
+    Path(__file__).read_bytes() + Path(impact_contract.__file__).read_bytes(), digest_size=8
+).digest()
 
 #: Impact stages that a failure filed under a triage layer can come from.
-STAGES_OF_LAYER: dict[str, frozenset[str]] = {
-    "env": frozenset({"Other", "Runtime", "Inductor", "Dynamo"}),
-    "eager": frozenset({"Runtime", "Other"}),
-    "registration": frozenset({"Inductor", "Dynamo", "Runtime", "Other"}),
-    "dynamo": frozenset({"Dynamo", "FX"}),
-    "aot": frozenset({"AOTAutograd", "FX", "Decomposition"}),
-    "decomposition": frozenset({"Decomposition", "AOTAutograd"}),
-    "lowering": frozenset({"Inductor", "Decomposition"}),
-    "scheduler": frozenset({"Inductor"}),
-    "codegen": frozenset({"Inductor"}),
-    "kernel_compile": frozenset({"Inductor"}),
-    "runtime": frozenset({"Runtime", "Inductor"}),
-    "numerics": frozenset({"Inductor", "Decomposition"}),
+STAGES_OF_LAYER: dict[Layer, frozenset[Stage]] = {
+    Layer.ENV: frozenset({Stage.OTHER, Stage.RUNTIME, Stage.INDUCTOR, Stage.DYNAMO}),
+    Layer.EAGER: frozenset({Stage.RUNTIME, Stage.OTHER}),
+    Layer.REGISTRATION: frozenset({Stage.INDUCTOR, Stage.DYNAMO, Stage.RUNTIME, Stage.OTHER}),
+    Layer.DYNAMO: frozenset({Stage.DYNAMO, Stage.FX}),
+    Layer.AOT: frozenset({Stage.AOT, Stage.FX, Stage.DECOMPOSITION}),
+    Layer.DECOMPOSITION: frozenset({Stage.DECOMPOSITION, Stage.AOT}),
+    Layer.LOWERING: frozenset({Stage.INDUCTOR, Stage.DECOMPOSITION}),
+    Layer.SCHEDULER: frozenset({Stage.INDUCTOR}),
+    Layer.CODEGEN: frozenset({Stage.INDUCTOR}),
+    Layer.KERNEL_COMPILE: frozenset({Stage.INDUCTOR}),
+    Layer.RUNTIME: frozenset({Stage.RUNTIME, Stage.INDUCTOR}),
+    Layer.NUMERICS: frozenset({Stage.INDUCTOR, Stage.DECOMPOSITION}),
 }
 
 _ARGUMENTS = re.compile(
@@ -95,6 +105,10 @@ _CALL_KEYWORD = re.compile(r"([A-Za-z_][\w.]*)\(\) got an unexpected keyword arg
 _CALLED = re.compile(r"([A-Za-z_][\w.]*)\(\)")  # "f() got an unexpected keyword argument"
 #: what a patch's right-hand side calls its function through, not the function itself
 _WRAPPERS = frozenset({"classmethod", "staticmethod", "property", "partial", "functools", "wraps"})
+#: changes after which the old name is gone (an import or lookup of it fails)
+_LOST = frozenset({ChangeKind.REMOVED, ChangeKind.RENAMED})
+#: changes that can leave an op without its lowering
+_REREGISTERED = frozenset({ChangeKind.DECORATOR, ChangeKind.VALUE, ChangeKind.SIGNATURE})
 _LONGREPR_FRAME = re.compile(r"^(\S+\.py):(\d+): in (\S+)", re.MULTILINE)
 _DOTTED = re.compile(r"[A-Za-z_][\w.]*")
 
@@ -109,38 +123,94 @@ class Evidence:
         return {"kind": self.kind, "detail": self.detail, "weight": self.weight}
 
 
+@dataclass(frozen=True)
+class TiedCoupling:
+    """What attribution reads of a coupling of the report (the index keeps only these)."""
+
+    kind: CouplingKind
+    upstream: str
+    downstream: str
+    owner: str | None
+    snippet: str
+    action: Action
+    rule: str
+    problems: tuple[str, ...]
+
+    @classmethod
+    def of(cls, c: Coupling) -> TiedCoupling:
+        return cls(
+            c.kind, c.upstream, c.downstream, c.owner, c.snippet, c.action, c.rule, c.problems
+        )
+
+    def ref(self) -> CouplingRef:
+        return CouplingRef(str(self.kind), self.upstream, self.downstream, self.owner)
+
+
+@dataclass(frozen=True)
+class CouplingRef:
+    """The coupling an attribution names, as triage stores it (``evidence.culprits``)."""
+
+    kind: str  # a coupling kind's value, as it was when stored
+    upstream: str  # path::qualname
+    downstream: str  # path:line
+    owner: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "upstream": self.upstream,
+            "downstream": self.downstream,
+            "owner": self.owner,
+        }
+
+
+@dataclass(frozen=True)
+class UnitFacts:
+    """What attribution reads of a unit of the report."""
+
+    id: str
+    title: str
+    action: Action
+    pr: int | None
+    commit: str | None
+    stage: Stage
+    change_kinds: frozenset[ChangeKind]
+
+    @classmethod
+    def of(cls, u: Unit) -> UnitFacts:
+        kinds = frozenset(c.change for c in u.changes)
+        return cls(u.id, u.title, u.action, u.pr, u.commit, u.stage, kinds)
+
+
 @dataclass
 class Attribution:
     """One upstream unit named as a likely cause of one failure."""
 
     unit: str
     title: str
-    action: str
+    action: Action
     pr: int | None
     commit: str | None
     score: float
     evidence: list[Evidence] = field(default_factory=list)
-    #: the coupling that tied the unit to the failure, as the report gives it
-    coupling: dict[str, Any] | None = None
+    #: the coupling that tied the unit to the failure
+    coupling: CouplingRef | None = None
 
     @property
     def confidence(self) -> str:
         return "high" if self.score >= HIGH else "medium" if self.score >= MEDIUM else "low"
 
     def as_dict(self) -> dict[str, Any]:
-        c = self.coupling or {}
         return {
             "unit": self.unit,
             "title": self.title,
-            "action": self.action,
+            "action": str(self.action),
             "pr": self.pr,
             "commit": self.commit,
             "score": round(self.score, 2),
             "confidence": self.confidence,
             "evidence": [e.as_dict() for e in self.evidence],
-            "coupling": {k: c.get(k) for k in ("kind", "upstream", "downstream", "owner")}
-            if c
-            else None,
+            "coupling": self.coupling.as_dict() if self.coupling else None,
         }
 
     @property
@@ -170,7 +240,7 @@ class _Place:
     path: str
     line: int | None
     function: str | None  # the last part of the coupling's downstream owner
-    coupling: dict[str, Any]
+    coupling: TiedCoupling
 
 
 @dataclass(frozen=True)
@@ -180,11 +250,11 @@ class _Changed:
     module: str
     name: str  # last part of the qualname
     qualname: str
-    change: str
+    change: ChangeKind
 
 
-class ImpactReport:
-    """An ``instep impact`` JSON report, indexed for joining with failures.
+class CulpritIndex:
+    """An ``instep impact`` report, indexed for joining with failures.
 
     The index is a set of tables (a frame's file name, a changed name, a downstream owner
     ... -> what the report says about it). Built from the JSON it lives in memory; loaded
@@ -193,10 +263,7 @@ class ImpactReport:
     report's 10,000 couplings.
     """
 
-    def __init__(self, doc: dict[str, Any], source: str = "<report>") -> None:
-        units = doc.get("units")
-        if not isinstance(units, list):
-            raise BadInput(f"{source}: not an instep impact JSON report (no 'units' list)")
+    def __init__(self, doc: ImpactDocument, source: str = "<report>") -> None:
         self.source = source
         self._db: sqlite3.Connection | None = None
         self._tables: dict[str, dict[str, Any]] = {t: {} for t in _TABLES}
@@ -205,13 +272,13 @@ class ImpactReport:
         self._file_named: dict[str, bool] = {}
         self._said: dict[_TextFacts, _TextFacts] = {}
         self._attributed: dict[tuple[Any, ...], list[Attribution]] = {}
-        for i, unit in enumerate(units):
+        for i, unit in enumerate(doc.units):
             self._index_unit(i, unit)
         changed_files = {key.partition("\0")[0] for key in self._tables["changed"]}
         self._files = self._tables["files"][""] = frozenset(self._tables["places"]) | changed_files
 
     @classmethod
-    def _backed(cls, db: sqlite3.Connection, source: str) -> ImpactReport:
+    def _backed(cls, db: sqlite3.Connection, source: str) -> CulpritIndex:
         report = cls.__new__(cls)
         report.source = source
         report._db = db
@@ -225,7 +292,7 @@ class ImpactReport:
         return report
 
     @classmethod
-    def load(cls, path: str | Path, cache_dir: Path | None = None) -> ImpactReport:
+    def load(cls, path: str | Path, cache_dir: Path | None = None) -> CulpritIndex:
         """The report at ``path``, indexed; with ``cache_dir``, the index is kept there as
         an SQLite file named by the report's content digest, so a report read again is not
         parsed again (14 MB of JSON for a release take 0.2 s).
@@ -237,11 +304,11 @@ class ImpactReport:
         indexed gets no alias (its time may not tell a rewrite in the same tick), so it is
         hashed on each call until it is older."""
         if cache_dir is None:
-            return cls(load_impact_json(path), str(path))
+            return cls(read_report(path), str(path))
         try:
             st = Path(path).stat()
         except OSError:
-            return cls(load_impact_json(path), str(path))  # the loader's one-line error
+            return cls(read_report(path), str(path))  # the loader's one-line error
         stat_key = hashlib.blake2b(digest_size=16)
         stat_key.update(f"{Path(path).resolve()}\0{st.st_size}\0{st.st_mtime_ns}".encode())
         stat_key.update(_CODE_DIGEST)
@@ -257,20 +324,20 @@ class ImpactReport:
         try:
             content = hashlib.blake2b(Path(path).read_bytes(), digest_size=16)
         except OSError:
-            return cls(load_impact_json(path), str(path))
+            return cls(read_report(path), str(path))
         content.update(_CODE_DIGEST)
         digest = content.hexdigest()
         cached = cache_dir / f"{digest}.sqlite"
         report = cls._open(cached, digest, str(path))
         if report is None:
-            report = cls(load_impact_json(path), str(path))
+            report = cls(read_report(path), str(path))
             report._save(cached, digest)
         if time.time() - st.st_mtime > _RACY_S:
             _write_atomically(alias, digest.encode("ascii"))
         return report
 
     @classmethod
-    def _open(cls, cached: Path, digest: str, source: str) -> ImpactReport | None:
+    def _open(cls, cached: Path, digest: str, source: str) -> CulpritIndex | None:
         """The index in ``cached`` when it is there, whole and holds ``digest``."""
         if not cached.is_file():
             return None
@@ -326,36 +393,33 @@ class ImpactReport:
     def _add(self, table: str, key: str, item: Any) -> None:
         self._tables[table].setdefault(key, []).append(item)
 
-    def unit(self, i: int) -> dict[str, Any]:
+    def unit(self, i: int) -> UnitFacts:
         """What attribution reads of the report's ``i``-th unit."""
         found = self._get("units", str(i))
         if found is None:
             raise KeyError(f"{self.source}: no unit {i}")
         return found
 
-    def _index_unit(self, i: int, unit: dict[str, Any]) -> None:
-        self._tables["units"][str(i)] = {
-            **{k: unit.get(k) for k in _UNIT_FIELDS},
-            "change_kinds": sorted({str(c.get("change")) for c in unit.get("changes") or []}),
-        }
-        for change in unit.get("changes") or []:
-            path, _, qualname = str(change.get("symbol", "")).partition("::")
+    def _index_unit(self, i: int, unit: Unit) -> None:
+        self._tables["units"][str(i)] = UnitFacts.of(unit)
+        for change in unit.changes:
+            path, _, qualname = change.symbol.partition("::")
             if not qualname:
                 continue
             places = [(path, qualname)]
-            if change.get("renamed_from"):  # also where it was: old imports fail there
-                old_path, _, old_name = str(change["renamed_from"]).rpartition("::")
+            if change.renamed_from:  # also where it was: old imports fail there
+                old_path, _, old_name = change.renamed_from.rpartition("::")
                 places.append((old_path or path, old_name or qualname))
-            kind = str(change.get("change"))
+            kind = change.change
             for where, qn in places:
                 c = _Changed(i, where, module_of(where), qn.rsplit(".", 1)[-1], qn, kind)
                 self._add("changed", _key(_file_name(where), c.name), c)
                 self._add("changed_in", _key(c.module, c.name), c)
         places = self._tables["places"]
-        for full in unit.get("couplings") or []:
-            coupling = {k: full.get(k) for k in _COUPLING_FIELDS}
-            path, line = _split_place(str(coupling.get("downstream", "")))
-            owner = coupling.get("owner") or None
+        for full in unit.couplings:
+            coupling = TiedCoupling.of(full)
+            path, line = _split_place(coupling.downstream)
+            owner = coupling.owner or None
             function = owner.rsplit(".", 1)[-1] if owner else None
             by_path = places.setdefault(_file_name(path), {})
             by_path.setdefault(path, []).append(_Place(i, path, line, function, coupling))
@@ -363,11 +427,11 @@ class ImpactReport:
                 self._add("owners", owner, (i, coupling))
             if owner:  # what a TypeError calls it: "Class.method()" or "function()"
                 self._add("called", owner, (i, coupling))
-            if coupling.get("kind") == "monkeypatch":  # the functions patched in
-                for name in _patched_in(str(coupling.get("snippet") or "")):
+            if coupling.kind is CouplingKind.MONKEYPATCH:  # the functions patched in
+                for name in _patched_in(coupling.snippet):
                     self._add("called", name, (i, coupling))
-            for problem in coupling.get("problems") or []:
-                for name in _QUOTED.findall(str(problem)):
+            for problem in coupling.problems:
+                for name in _QUOTED.findall(problem):
                     self._add("problems", name, (i, coupling))
 
     def attribute(self, outcome: dict[str, Any], top: int = 3) -> list[Attribution]:
@@ -408,7 +472,7 @@ class ImpactReport:
     ) -> list[Attribution]:
         found: dict[int, _Found] = {}
 
-        def add(unit: int, evidence: Evidence, coupling: dict[str, Any] | None) -> None:
+        def add(unit: int, evidence: Evidence, coupling: TiedCoupling | None) -> None:
             found.setdefault(unit, _Found()).add(evidence, coupling)
 
         for ties in tied:
@@ -422,15 +486,15 @@ class ImpactReport:
         out = []
         for i, f in found.items():
             unit = self.unit(i)
-            kinds = set(unit["change_kinds"])
-            if arguments and "signature" in kinds:
+            kinds = unit.change_kinds
+            if arguments and ChangeKind.SIGNATURE in kinds:
                 f.add(
                     Evidence(
                         "kind_fits", "a signature changed; the error is about arguments", KIND_FITS
                     ),
                     None,
                 )
-            elif missing_name and kinds & {"removed", "renamed"}:
+            elif missing_name and kinds & _LOST:
                 f.add(
                     Evidence(
                         "kind_fits",
@@ -439,7 +503,7 @@ class ImpactReport:
                     ),
                     None,
                 )
-            elif lowering and kinds & {"decorator", "value", "signature"}:
+            elif lowering and kinds & _REREGISTERED:
                 f.add(
                     Evidence(
                         "kind_fits",
@@ -448,34 +512,34 @@ class ImpactReport:
                     ),
                     None,
                 )
-            if unit.get("stage") in stages:
+            if unit.stage in stages:
                 f.add(
                     Evidence(
                         "stage_fits",
-                        f"stage {unit.get('stage')} fits layer {layer}",
+                        f"stage {unit.stage} fits layer {layer}",
                         STAGE_FITS,
                     ),
                     None,
                 )
-            if f.coupling is not None and f.coupling.get("action") == "Shim":
+            if f.coupling is not None and f.coupling.action is Action.SHIM:
                 f.add(
                     Evidence(
                         "shim",
-                        f"the report rated this coupling Shim ({f.coupling.get('rule')})",
+                        f"the report rated this coupling Shim ({f.coupling.rule})",
                         SHIM,
                     ),
                     None,
                 )
             out.append(
                 Attribution(
-                    unit=str(unit.get("id")),
-                    title=str(unit.get("title") or unit.get("id")),
-                    action=str(unit.get("action")),
-                    pr=unit.get("pr"),
-                    commit=unit.get("commit"),
+                    unit=unit.id,
+                    title=unit.title or unit.id,
+                    action=unit.action,
+                    pr=unit.pr,
+                    commit=unit.commit,
                     score=f.score,
                     evidence=sorted(f.evidence, key=lambda e: -e.weight),
-                    coupling=f.coupling,
+                    coupling=f.coupling.ref() if f.coupling else None,
                 )
             )
         out.sort(key=lambda a: (-a.score, a.unit))
@@ -540,19 +604,19 @@ class ImpactReport:
                     unit,
                     Evidence(
                         "named",
-                        f"the error names {token} ({coupling.get('downstream')})",
+                        f"the error names {token} ({coupling.downstream})",
                         OWNER_NAMED,
                     ),
                     coupling,
                 )
         for called in facts.called:
             for unit, coupling in self._get("called", called) or ():
-                detail = f"the error calls {called}() ({coupling.get('downstream')})"
+                detail = f"the error calls {called}() ({coupling.downstream})"
                 add(unit, Evidence("named", detail, OWNER_NAMED), coupling)
         bound = facts.bound  # "f() got an unexpected keyword argument 'k'"
         for called, keyword in bound:
             for unit, coupling in self._get("called", called) or ():
-                if any(f"'{keyword}'" in str(p) for p in coupling.get("problems") or []):
+                if any(f"'{keyword}'" in p for p in coupling.problems):
                     detail = f"{called}() rejects '{keyword}', as the report says"
                     add(unit, Evidence("problem", detail, PROBLEM_NAMED), coupling)
         # a quoted name the error binds to another function is not this coupling's problem
@@ -564,7 +628,7 @@ class ImpactReport:
                     Evidence(
                         "problem",
                         f"the error quotes '{name}', which the report says"
-                        f" {coupling.get('owner') or coupling.get('downstream')} does not accept",
+                        f" {coupling.owner or coupling.downstream} does not accept",
                         PROBLEM_NAMED,
                     ),
                     coupling,
@@ -572,7 +636,7 @@ class ImpactReport:
 
     def _tie_missing(self, module: str, name: str, what: str, add: Any) -> None:
         for changed in self._get("changed_in", _key(module, name)) or ():
-            if changed.change in ("removed", "renamed"):
+            if changed.change in _LOST:
                 add(
                     changed.unit,
                     Evidence(
@@ -585,7 +649,7 @@ class ImpactReport:
 
 
 #: one piece of evidence a frame gives: (unit, evidence, the coupling it came through)
-_Tie = tuple[int, "Evidence", "dict[str, Any] | None"]
+_Tie = tuple[int, "Evidence", "TiedCoupling | None"]
 
 
 class _Found:
@@ -593,10 +657,10 @@ class _Found:
 
     def __init__(self) -> None:
         self.by_kind: dict[str, Evidence] = {}
-        self.coupling: dict[str, Any] | None = None
+        self.coupling: TiedCoupling | None = None
         self._coupling_weight = -1.0
 
-    def add(self, evidence: Evidence, coupling: dict[str, Any] | None) -> None:
+    def add(self, evidence: Evidence, coupling: TiedCoupling | None) -> None:
         held = self.by_kind.get(evidence.kind)
         if held is None or evidence.weight > held.weight:
             self.by_kind[evidence.kind] = evidence
@@ -729,7 +793,7 @@ class _TextFacts:
 
 
 def attribute_all(
-    report: ImpactReport, outcomes: Iterable[dict[str, Any]], top: int = 3
+    report: CulpritIndex, outcomes: Iterable[dict[str, Any]], top: int = 3
 ) -> dict[str, list[Attribution]]:
     """Attributions per node id, for the failing outcomes given (cases without any
     attribution are left out)."""

@@ -139,7 +139,7 @@ def adapted_gates(report: ImpactReport) -> list[AdaptedGate]:
         for c in unit.couplings:
             if not c.already_adapted:
                 continue
-            at = c.gate.as_dict()["at"] if c.gate else c.downstream
+            at = c.gate.at if c.gate else c.downstream
             g = gates.setdefault(
                 at,
                 {
