@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from instep.errors import BadInput, MissingInput
+from instep.impact.downstream import coupling_index, version_gates, version_refusals
 from instep.impact.downstream.class_escapes import ClassEscapes
 from instep.impact.downstream.inductor_use import find_inductor_use
 from instep.impact.downstream.wholesale import find_swaps
@@ -48,11 +49,22 @@ from instep.impact.model import (
     UpstreamChange,
 )
 from instep.impact.no_gc import no_cyclic_gc
-from instep.impact.upstream.release_diff import default_jobs
+from instep.impact.report_memo import ReportMemo, report_key
+from instep.impact.upstream import (
+    dataclass_bases,
+    file_index,
+    history_diff,
+    module_moves,
+    sources,
+    stages,
+    symbol_diff,
+)
+from instep.impact.upstream.release_diff import default_jobs, diff_versions
 from instep.impact.upstream.resolver import UpstreamResolver
+from instep.impact.upstream.sources import is_test_path
 from instep.impact.upstream.versions import snapshot_version
-from instep.pyindex.cache import ContentCache
-from instep.pyindex.model import SymbolKind
+from instep.pyindex.cache import ContentCache, content_hash
+from instep.pyindex.model import SymbolKind, module_of
 
 T = TypeVar("T")
 
@@ -130,8 +142,6 @@ _ATTRIBUTE_NAMES = re.compile(r"(?<=[.\"'])\s*([A-Za-z_]\w*)")
 
 class _Analysis:
     def __init__(self, req: ImpactRequest) -> None:
-        from instep.impact.upstream import stages
-
         self.req = req
         self.mode = req.mode()
         self.jobs = req.jobs or default_jobs()
@@ -158,15 +168,11 @@ class _Analysis:
     def _excluded(self, path: str) -> bool:
         """Paths left out of the symbol diff: ``--exclude`` globs, and upstream tests
         (they are suggested tests, not symbols a backend depends on)."""
-        from instep.impact.upstream.sources import is_test_path
-
         return is_test_path(path) or any(fnmatch(path, pat) for pat in self.req.exclude)
 
     # upstream ------------------------------------------------------------------------
 
     def upstream_units(self) -> list[_RawUnit]:
-        from instep.impact.upstream import sources
-
         cache_dir = self.req.cache_dir or Path(".instep-cache")
         req = self.req
         if self.mode == "release":
@@ -214,15 +220,11 @@ class _Analysis:
         ]
 
     def diff_units(self, raw: list[_RawUnit]) -> list[UpstreamChange]:
-        from instep.impact.upstream import symbol_diff
-
         pairs = [(f.path, f.old, f.new) for u in raw for f in u.files]
         self.new_indexes: dict[str, object] = {}
         self.texts: dict[object, tuple[bytes | None, bytes | None]] = {}
         per_unit: list[list[SymbolChange]] = []
         if self.mode == "release":
-            from instep.impact.upstream.release_diff import diff_versions
-
             cache = ContentCache(self.cache_root, "symbols") if self.cache_root else None
             # with a cache the new indexes stay there until the resolver asks for one
             version_diff = diff_versions(
@@ -238,8 +240,6 @@ class _Analysis:
                 per_unit.append(by_path.get(path, []))
         else:
             # a history: each file's versions chained, moves matched per commit/patch
-            from instep.impact.upstream import history_diff
-
             results = history_diff.diff_history(
                 pairs, self.stage_of, cache_root=self.cache_root, jobs=self.jobs
             )
@@ -271,8 +271,6 @@ class _Analysis:
         """A release: the ``__init__`` of dataclasses whose fields come from other files
         (upstream/dataclass_bases), each in the unit of its file, or else of the first
         changed file its fields come from."""
-        from instep.impact.upstream import dataclass_bases
-
         found = dataclass_bases.changes(
             changed, self.old, self.new, self.stage_of, cache=cache, jobs=self.jobs
         )
@@ -286,8 +284,6 @@ class _Analysis:
     ) -> None:
         """A history: the same, per commit, for the files that have such dataclasses at
         either end of the range (a commit touching none of them costs nothing)."""
-        from instep.impact.upstream import dataclass_bases, sources
-
         if not isinstance(self.new, sources.GitSnapshot):
             return  # patches: no snapshot per unit
         cache = ContentCache(self.cache_root, "symbols") if self.cache_root else None
@@ -316,8 +312,6 @@ class _Analysis:
 
     def _add_gone_modules(self, raw: list[_RawUnit], per_unit: list[list[SymbolChange]]) -> None:
         """Names of modules renamed, split or deleted, at their old path (module_moves)."""
-        from instep.impact.upstream import module_moves
-
         new_side = None
         index_of = module_moves.index_of_bytes
         if self.mode == "release":  # a release's moves land in other units' files
@@ -396,9 +390,6 @@ class _Analysis:
         """The upstream's top-level packages that downstream imports are read against:
         ``--upstream-package``, else ``torch`` when the new upstream has it, else the
         packages at the top of the new upstream, or under its src/ (test packages left out)."""
-        from instep.impact.upstream.sources import is_test_path
-        from instep.pyindex.model import module_of
-
         if self.req.upstream_packages:
             return tuple(self.req.upstream_packages)
         tops = sorted(
@@ -413,8 +404,6 @@ class _Analysis:
         return ("torch",) if not tops or "torch" in tops else tuple(tops)
 
     def _downstream_snapshot(self):
-        from instep.impact.upstream import sources
-
         if getattr(self, "down_snapshot", None) is None:
             cache_dir = self.req.cache_dir or Path(".instep-cache")
             self.down_snapshot = sources.open_snapshot(self.req.downstream, cache_dir)
@@ -424,8 +413,6 @@ class _Analysis:
         """Key of the whole report (release diffs with a cache; see report_memo)."""
         if self.mode != "release" or self.cache_root is None:
             return None
-        from instep.impact.report_memo import report_key
-
         req = self.req
         request = {
             "mode": self.mode,
@@ -448,8 +435,6 @@ class _Analysis:
         )
 
     def downstream_index(self):
-        from instep.impact.downstream import coupling_index
-
         snap = self._downstream_snapshot()
         items = [
             (p, snap.read(p)) for p in snap.paths() if p.endswith(".py") and not self._excluded(p)
@@ -465,8 +450,6 @@ class _Analysis:
 
     def _downstream_tests(self, snap) -> DownstreamTests:
         """The downstream's test files (not indexed), by what they import."""
-        from instep.impact.upstream.sources import is_test_path
-
         paths = [
             p
             for p in snap.paths()
@@ -484,9 +467,6 @@ class _Analysis:
     def _new_index(self, path: str):
         """The index of a file of the new upstream: the symbol diff's, else the cache's,
         else made now (and cached)."""
-        from instep.impact.upstream import file_index
-        from instep.pyindex.cache import content_hash
-
         if path in self.new_indexes:
             return self.new_indexes[path]
         changed = getattr(self, "version_diff", None)
@@ -632,8 +612,6 @@ class _Analysis:
         self.roots = self._upstream_roots()
         self.new_version = snapshot_version(self.new, self.labels.get("new"))
         self.old_version = snapshot_version(self.old, self.labels.get("old"))
-        from instep.impact.report_memo import ReportMemo
-
         t = time.perf_counter()
         memo = ReportMemo(self.cache_root)
         memo_key = self._memo_key()
@@ -732,8 +710,6 @@ class _Analysis:
 
     def _refusals(self, down) -> list[dict]:
         """Version checks that let the old upstream through and refuse the new one."""
-        from instep.impact.downstream import version_refusals
-
         if self.old_version is None or self.new_version is None:
             return []
         checks = [r for fi in down.files.values() for r in fi.refusals]
@@ -741,8 +717,6 @@ class _Analysis:
         return [r.as_dict() for r in found]
 
     def _compat_debt(self, down) -> list[dict]:
-        from instep.impact.downstream import version_gates
-
         floor = self.req.min_supported or self.old_version
         if floor is None or self.new_version is None:
             return []

@@ -21,9 +21,9 @@ import ast
 import bisect
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from instep.impact.downstream import source_probes
+from instep.impact.downstream.records import GateSpan
 from instep.impact.model import VersionGate
 from instep.pyindex.registrations import dotted_name
 
@@ -59,15 +59,6 @@ def _may_gate(source: str) -> bool:
 
 _PLAIN_VERSION = re.compile(r"\d+(?:\.\d+)+")
 _MIN_SUPPORTED = re.compile(r"^MIN_SUPPORTED\w*$")
-
-
-@dataclass(frozen=True)
-class GateSpan:
-    """A gate and the (inclusive) line span of the code it guards."""
-
-    gate: VersionGate
-    start: int
-    end: int
 
 
 def parse_version(value: object) -> Version | None:

@@ -22,95 +22,26 @@ from __future__ import annotations
 import ast
 import bisect
 import re
-from dataclasses import dataclass
 
 from instep.impact.downstream import version_gates as vg
+from instep.impact.downstream.records import Refusal
+from instep.impact.downstream.version_predicates import (
+    All,
+    AnyOf,
+    Const,
+    Contains,
+    InRange,
+    Not,
+    OneOf,
+    Predicate,
+    Prefix,
+    Unknown,
+    Version,
+    holds,
+)
 from instep.pyindex.registrations import dotted_name
 
-Version = tuple[int, ...]
 _MAX_TEXT = 200
-
-
-@dataclass(frozen=True)
-class InRange:
-    """``lo <= version < hi`` (either bound may be None)."""
-
-    lo: Version | None
-    hi: Version | None
-
-
-@dataclass(frozen=True)
-class Prefix:
-    """``version_string.startswith(prefixes)``, as Python does it ("2.10" starts with "2.1")."""
-
-    prefixes: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class OneOf:
-    """``version in (v1, v2, ...)``, each compared on its own number of components."""
-
-    values: tuple[Version, ...]
-
-
-@dataclass(frozen=True)
-class Contains:
-    """``"2.1." in version_string``."""
-
-    needle: str
-
-
-@dataclass(frozen=True)
-class Const:
-    value: bool
-
-
-@dataclass(frozen=True)
-class Unknown:
-    """A test that is not about the upstream version (an environment flag, a config)."""
-
-
-@dataclass(frozen=True)
-class Not:
-    inner: Predicate
-
-
-@dataclass(frozen=True)
-class All:
-    parts: tuple[Predicate, ...]
-
-
-@dataclass(frozen=True)
-class AnyOf:
-    parts: tuple[Predicate, ...]
-
-
-Predicate = InRange | Prefix | OneOf | Contains | Const | Unknown | Not | All | AnyOf
-
-
-def holds(p: Predicate, version: Version) -> bool | None:
-    """Whether ``p`` is true on ``version``; None when an unknown test decides it."""
-    text = ".".join(map(str, version))
-    if isinstance(p, InRange):
-        return (p.lo is None or version >= p.lo) and (p.hi is None or version < p.hi)
-    if isinstance(p, Prefix):
-        return text.startswith(p.prefixes)
-    if isinstance(p, OneOf):
-        return any(version[: len(v)] == v for v in p.values)
-    if isinstance(p, Contains):
-        return p.needle in text
-    if isinstance(p, Const):
-        return p.value
-    if isinstance(p, Not):
-        inner = holds(p.inner, version)
-        return None if inner is None else not inner
-    if isinstance(p, (All, AnyOf)):
-        values = [holds(q, version) for q in p.parts]
-        decisive = isinstance(p, AnyOf)  # True decides an or, False an and
-        if decisive in values:
-            return decisive
-        return None if None in values else not decisive
-    return None
 
 
 def _about_version(p: Predicate) -> bool:
@@ -121,26 +52,6 @@ def _about_version(p: Predicate) -> bool:
     if isinstance(p, (All, AnyOf)):
         return any(_about_version(q) for q in p.parts)
     return False
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """A statement that refuses the upstream when ``when`` holds on its version."""
-
-    path: str
-    line: int
-    condition: str  # the test under which it refuses, as written ('not (...) and not (...)')
-    raises: str  # 'ValueError(...)', 'AssertionError', 'sys.exit(1)'
-    scope: str  # 'module' (the import fails) or the qualname of the function that fails
-    when: Predicate
-
-    def as_dict(self) -> dict[str, str]:
-        return {
-            "at": f"{self.path}:{self.line}",
-            "condition": self.condition,
-            "raises": self.raises,
-            "scope": self.scope,
-        }
 
 
 def new_refusals(refusals: list[Refusal], old: Version, new: Version) -> list[Refusal]:

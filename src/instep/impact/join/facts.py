@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from instep.impact.downstream.version_refusals import holds
+from instep.impact.downstream.version_predicates import holds
 from instep.impact.join.constructor_calls import constructor_facts
 from instep.impact.model import ChangeKind, CouplingKind, Reference, SymbolChange
 from instep.impact.upstream.call_paths import CONSTRUCTION

@@ -17,10 +17,11 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from instep.impact.downstream import forks
 from instep.impact.join import forked_passes
 from instep.impact.join.matchers import BEHAVIOUR
 from instep.impact.model import Reference, SymbolChange, UpstreamChange
-from instep.pyindex.cache import ContentCache
+from instep.pyindex.cache import ContentCache, content_hash
 from instep.pyindex.model import SymbolKind
 
 Lines = tuple[list[str] | None, list[str] | None]
@@ -51,8 +52,6 @@ class ForkSearch:
         """:meth:`refs` as a pass for :func:`forked_passes.start`."""
 
         def refs() -> list[Reference]:
-            from instep.impact.downstream import forks
-
             # in a child, while the parent matches references: the child's pools
             # (fingerprints, then matching) use the cores its ``jobs`` gives it meanwhile
             return self.refs(units, down, forks)
@@ -76,8 +75,6 @@ class ForkSearch:
         cache = ContentCache(self.cache_root, "forks") if self.cache_root else None
         key = None
         if cache is not None:
-            from instep.pyindex.cache import content_hash
-
             parts = [
                 f"{s.ref}|{content_hash((o or '').encode())}|{content_hash((n or '').encode())}"
                 for s, o, n in cands
@@ -136,8 +133,6 @@ _FORK_MATCH: tuple | None = None  # (downstream functions, upstream prints): mat
 
 def _forks_in_span(span: tuple[int, int]) -> list[Reference]:
     """Body of a matching worker: forks among the downstream functions ``span``."""
-    from instep.impact.downstream import forks
-
     assert _FORK_MATCH is not None, "started without fork"
     functions, upstream = _FORK_MATCH
     return forks.find_forked_functions(functions[span[0] : span[1]], upstream)
