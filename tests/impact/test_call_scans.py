@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from instep.impact.join import hook_names
-from instep.impact.join.breaking_path import _Sites, needle_lines
+from instep.impact.join import backend_handles
 from instep.impact.join.hook_names import _ATTRIBUTE, _reads_in_tree, _shortest
+from instep.impact.join.upstream_calls import _Sites, needle_lines
 
 # calls under early exits, decorators naming the call, calls split over lines, a comment
 # between the dot and the name, a backslash continuation, a nested def and class
@@ -170,7 +170,7 @@ def test_every_attribute_call_of_a_real_file_is_an_attribute_read_in_its_text():
 
 
 def test_the_handle_needles_that_hold_another_are_dropped():
-    handles = {h.split("(", 1)[0].encode() for h in hook_names.load_handles()}
+    handles = {h.split("(", 1)[0].encode() for h in backend_handles.load_handles()}
     short = _shortest(handles)
     assert set(short) < handles
     texts = [h + b" x" for h in handles] + [b"nothing here", b"V.graph.other"]

@@ -30,9 +30,9 @@ from __future__ import annotations
 import ast
 import difflib
 import textwrap
-from collections.abc import Callable
+from collections.abc import Mapping
 
-from instep.impact.join.matchers import Join
+from instep.impact.join.pass_api import Findings, Found, JoinInputs, JoinPass
 from instep.impact.join.skipped_init import (
     SkippedInit,
     _class_level,
@@ -45,7 +45,6 @@ from instep.impact.join.skipped_init import (
 from instep.impact.model import ChangeKind, CouplingKind, Reference, SymbolChange, UpstreamChange
 from instep.pyindex.model import SymbolKind
 
-Lines = Callable[[UpstreamChange, SymbolChange], tuple[list[str] | None, list[str] | None]]
 UpClass = tuple[str, str]
 _SETTERS = ("__init__", "__post_init__")
 _DYNAMIC = frozenset({"__getattr__", "__getattribute__"})
@@ -144,23 +143,15 @@ class DroppedAttributes:
     """Match ``self.<attr>`` assignments an upstream ``__init__`` drops to the downstream
     subclass methods that read ``<attr>``."""
 
-    def __init__(
-        self,
-        join: Join,
-        units: list[UpstreamChange],
-        lines_of: Lines,
-        down,
-        tree_of: Callable[[str], ast.Module | None],
-        read_down: Callable[[str], bytes | None],
-    ) -> None:
-        self.join = join
-        self.resolver = join.resolver
-        self.units = units
-        self.lines_of = lines_of
-        self.down = down
-        self.read_down = read_down
+    def __init__(self, inputs: JoinInputs) -> None:
+        self.resolver = inputs.resolver
+        self.units = inputs.units
+        self.lines_of = inputs.lines_of
+        self.down = inputs.down
+        self.read_down = inputs.read_down
         self._down_texts: dict[str, tuple[ast.Module | None, list[str]]] = {}
-        self.skipped = SkippedInit(self.resolver, tree_of, self._down_tree, {})
+        self.skipped = SkippedInit(self.resolver, inputs.calls.tree, self._down_tree, {})
+        self.found: list[Found] = []
 
     def _down_file(self, path: str) -> tuple[ast.Module | None, list[str]]:
         if path not in self._down_texts:
@@ -230,8 +221,8 @@ class DroppedAttributes:
             for name, (line, now) in dropped_attributes(old_fn, new_fn).items()
         }
 
-    def match(self) -> int:
-        """Add the INHERITED_ATTRIBUTE couplings; how many."""
+    def find(self) -> list[Found]:
+        """The INHERITED_ATTRIBUTE couplings, in the order they are to be added."""
         found = [
             (i, u, c, d)
             for i, u in enumerate(self.units)
@@ -239,15 +230,14 @@ class DroppedAttributes:
             if (d := self._dropped(u, c))
         ]
         if not found:
-            return 0
+            return self.found
         holders = self._holders()
-        before = sum(len(v) for v in self.join.out.values())
         for i, u, c, dropped in found:
             cls_q = c.qualname.rsplit(".", 1)[0]
             for name, info, mro in holders.get((c.module, cls_q), ()):
                 for attr, (old_line, now) in dropped.items():
                     self._reads(i, u, c, name, info, mro, attr, old_line, now)
-        return sum(len(v) for v in self.join.out.values()) - before
+        return self.found
 
     def _reads(self, i, u, c, name, info, mro, attr, old_line, now) -> None:
         """The couplings of one downstream class and one dropped attribute."""
@@ -317,14 +307,16 @@ class DroppedAttributes:
                     detail=detail,
                     owner=owner,
                 )
-                self.join.add(
-                    i,
-                    c,
-                    ref,
-                    CouplingKind.INHERITED_ATTRIBUTE,
-                    detail=detail,
-                    extra=frozenset(facts),
-                    evidence=evidence,
+                self.found.append(
+                    Found(
+                        i,
+                        c,
+                        ref,
+                        CouplingKind.INHERITED_ATTRIBUTE,
+                        detail=detail,
+                        extra=frozenset(facts),
+                        evidence=evidence,
+                    )
                 )
 
 
@@ -336,3 +328,14 @@ def _is_store(n: ast.AST, attr: str) -> bool:
         and isinstance(n.value, ast.Name)
         and n.value.id == "self"
     )
+
+
+class InheritedAttributePass(JoinPass):
+    """inherited_attribute couplings (see the module's docstring)."""
+
+    name = "dropped attributes"
+    kinds = frozenset({CouplingKind.INHERITED_ATTRIBUTE})
+    counted_as = "inherited_attribute_couplings"
+
+    def run(self, inputs: JoinInputs, earlier: Mapping[str, Findings]) -> Findings:
+        return Findings(DroppedAttributes(inputs).find())

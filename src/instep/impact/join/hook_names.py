@@ -31,22 +31,21 @@ import ast
 import re
 import textwrap
 from collections import defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from importlib import resources
 
 from instep.impact.downstream.subclasses import members_defined
-from instep.impact.join.breaking_path import UpstreamCalls, holds_needle, needle_lines
+from instep.impact.join.backend_handles import load_handles, load_registrars, registered_names
 from instep.impact.join.call_conditions import on_backend
-from instep.impact.join.matchers import Join
+from instep.impact.join.pass_api import Findings, Found, JoinInputs, JoinPass
 from instep.impact.join.skipped_init import (
     SkippedInit,
     downstream_mros,
     unconditional_self_reads,
 )
+from instep.impact.join.upstream_calls import holds_needle, needle_lines
 from instep.impact.model import ChangeKind, CouplingKind, Reference, SymbolChange, UpstreamChange
 from instep.pyindex.model import SymbolKind, module_of
-from instep.tomlfile import parse_toml
 
 Lines = Callable[[UpstreamChange, SymbolChange], tuple[list[str] | None, list[str] | None]]
 UpClass = tuple[str, str]  # (module, class qualname) in the new upstream
@@ -61,56 +60,6 @@ _TEXT_READ = re.compile(r"""\b(?:get|has)attr\(\s*([\w.()]+?)\s*,\s*["'](\w+)["'
 # the names read as attributes (``x.name``, ``x.\\n name``, a comment between in brackets):
 # a call ``x.name(…)`` is in a file only if ``name`` is one of them (ASCII names)
 _ATTRIBUTE = re.compile(rb"\.(?:\s|\\|#[^\r\n]*)*([A-Za-z_]\w*)")
-
-
-def load_handles() -> dict[str, str]:
-    """Receiver text (arguments as ``(*)``) -> the upstream class it hands out."""
-    text = (resources.files("instep.impact") / "data" / "backend_hooks.toml").read_text("utf-8")
-    out: dict[str, str] = {}
-    for h in parse_toml(text, "backend_hooks.toml").get("handle", []):
-        for r in h["receivers"]:
-            out[r] = h["class"]
-    return out
-
-
-@dataclass(frozen=True)
-class Registrar:
-    """A downstream call that says which classes a handle hands out: the classes passed at
-    ``positions`` / ``keywords`` of ``function(...)`` (``register_backend_for_device``)."""
-
-    function: str
-    positions: tuple[int, ...]
-    keywords: tuple[str, ...]
-
-
-def load_registrars() -> dict[str, Registrar]:
-    """Upstream class (dotted) -> the registrar of the classes its handles hand out."""
-    text = (resources.files("instep.impact") / "data" / "backend_hooks.toml").read_text("utf-8")
-    out: dict[str, Registrar] = {}
-    for h in parse_toml(text, "backend_hooks.toml").get("handle", []):
-        if "registered_by" in h:
-            out[h["class"]] = Registrar(
-                h["registered_by"], tuple(h.get("positions", ())), tuple(h.get("keywords", ()))
-            )
-    return out
-
-
-def registered_names(tree: ast.Module, reg: Registrar) -> set[str]:
-    """Last names of what a downstream module passes to ``reg.function`` as classes."""
-    out: set[str] = set()
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
-        f = node.func
-        name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
-        if name != reg.function:
-            continue
-        args = [node.args[i] for i in reg.positions if i < len(node.args)]
-        args += [k.value for k in node.keywords if k.arg in reg.keywords]
-        out.update(
-            ast.unparse(a).rsplit(".", 1)[-1] for a in args if not isinstance(a, ast.Constant)
-        )
-    return out
 
 
 def _receiver_key(text: str) -> str:
@@ -406,55 +355,16 @@ def _reads_in(path: str, source: str, call_names: frozenset[str] = frozenset()):
     return v.out
 
 
-@dataclass(frozen=True)
-class HookCoupling:
-    """One coupling :meth:`HookNames.find` found: the arguments of its ``Join.add``, the
-    change by its place (small and picklable: it comes back from a forked child)."""
-
-    unit: int  # index of the unit in ``units``
-    change: int  # index of the change in that unit's ``changes``
-    ref: Reference
-    detail: str
-    extra: frozenset[str]
-    evidence: str
-
-
-def add_found(join: Join, units: list[UpstreamChange], found: list[HookCoupling]) -> int:
-    """Add the couplings of :meth:`HookNames.find` to ``join``, in their order; how many
-    were new (``Join.add`` keeps the first of equal keys)."""
-    before = sum(len(v) for v in join.out.values())
-    for h in found:
-        change = units[h.unit].changes[h.change]
-        join.add(
-            h.unit,
-            change,
-            h.ref,
-            CouplingKind.HOOK_NAME,
-            detail=h.detail,
-            extra=h.extra,
-            evidence=h.evidence,
-        )
-    return sum(len(v) for v in join.out.values()) - before
-
-
 class HookNames:
     """Match new upstream hooks to the downstream classes that lack them."""
 
-    def __init__(
-        self,
-        join: Join,
-        units: list[UpstreamChange],
-        lines_of: Lines,
-        down,
-        calls: UpstreamCalls | None,
-        read_down: Callable[[str], bytes | None] | None = None,
-    ) -> None:
-        self.join = join
-        self.resolver = join.resolver
-        self.units = units
-        self.lines_of = lines_of
-        self.down = down
-        self.calls = calls
+    def __init__(self, inputs: JoinInputs) -> None:
+        self.resolver = inputs.resolver
+        self.units = inputs.units
+        self.lines_of = inputs.lines_of
+        self.down = inputs.down
+        self.calls = inputs.calls
+        self.names_in = inputs.names_in  # attribute names and quoted identifiers of a file
         self.handles = {k: tuple(v.rsplit(".", 1)) for k, v in load_handles().items()}
         self._texts: dict[str, ast.Module | None] = {}
         self._reads_of: dict[str, list[Read]] = defaultdict(list)  # member -> calls of it
@@ -463,7 +373,7 @@ class HookNames:
         self._normal: dict[tuple[str, str], list[tuple[str, int]] | None] = {}
         self._file_reads: dict[tuple[str, str], tuple[str, list, list]] = {}
         self._sub_modules: frozenset[str] = frozenset()
-        self.read_down = read_down  # downstream path -> bytes: __init__ bodies, registrations
+        self.read_down = inputs.read_down  # __init__ bodies, registrations
         self._down_trees: dict[str, ast.Module | None] = {}
         self._down_name: dict[tuple[str, str], str] = {}  # (path, qualname) -> module.qualname
         self._handed: dict[UpClass, frozenset[str]] | None = None
@@ -703,7 +613,7 @@ class HookNames:
         return any(
             (receiver in _SELF or self._handed_to(up, info))
             and name not in defined
-            and name not in self.join.names_in(info.path)
+            and name not in self.names_in(info.path)
             and self._provider(mro, name) is None
             for up in ups
             for info, defined, mro in subs[up]
@@ -717,15 +627,11 @@ class HookNames:
 
     # -- matching ----------------------------------------------------------------------
 
-    def match(self) -> int:
-        """Add the HOOK_NAME couplings; how many."""
-        return add_found(self.join, self.units, self.find())
-
-    def find(self) -> list[HookCoupling]:
+    def find(self) -> list[Found]:
         """The HOOK_NAME couplings, in the order they are to be added. It reads the
-        join's resolver and ``names_in``, never what ``Join.references`` sets, so it may
-        run in a child forked before the references are matched."""
-        self._found: list[HookCoupling] = []
+        resolver, ``names_in`` and the indexes, never a late service of the inputs, so it
+        runs in a child forked before the references are matched."""
+        self._found: list[Found] = []
         subs = self._subclassers()
         if not subs:
             return self._found
@@ -988,7 +894,7 @@ class HookNames:
 
     def _down_names(self, info, member: str) -> bool:
         """Does a file of the class or of a downstream base name ``member``?"""
-        return any(member in self.join.names_in(i.path) for i in self._chain_of(info))
+        return any(member in self.names_in(i.path) for i in self._chain_of(info))
 
     def _super_called(self, info) -> frozenset[str]:
         """Method names the class and its downstream bases call as ``super().name``."""
@@ -1089,7 +995,7 @@ class HookNames:
             if not holders or re.search(rf"\bself\.{re.escape(name)}\s*[:=]", new_src):
                 continue  # not a backend object, or an instance attribute upstream sets
             for info, defined, mro in holders:
-                if name in defined or name in self.join.names_in(info.path):
+                if name in defined or name in self.names_in(info.path):
                     continue
                 if r.receiver not in _SELF and up is not None and not self._handed_to(up, info):
                     continue  # the handle never hands this class out
@@ -1141,8 +1047,17 @@ class HookNames:
             detail=f"lacks `{member}`",
             owner=info.qualname,
         )
-        j = next(k for k, x in enumerate(self.units[i].changes) if x is c)
-        self._found.append(HookCoupling(i, j, ref, f"lacks `{member}`", frozenset(facts), evidence))
+        self._found.append(
+            Found(
+                i,
+                c,
+                ref,
+                CouplingKind.HOOK_NAME,
+                detail=f"lacks `{member}`",
+                extra=frozenset(facts),
+                evidence=evidence,
+            )
+        )
 
 
 def _shortest(needles: set[bytes]) -> list[bytes]:
@@ -1164,3 +1079,15 @@ def _reads_in_tree(
     v = _Reads(path, names, lines, calls_only, text)
     v.visit(tree)
     return v.out
+
+
+class HookNamePass(JoinPass):
+    """hook_name couplings (see the module's docstring); in a forked child."""
+
+    name = "hook names"
+    kinds = frozenset({CouplingKind.HOOK_NAME})
+    forked = True
+    counted_as = "hook_name_couplings"
+
+    def run(self, inputs: JoinInputs, earlier: Mapping[str, Findings]) -> Findings:
+        return Findings(HookNames(inputs).find())

@@ -4,7 +4,7 @@ A coupling's verdict comes from the first rule of ``verdict_rules.toml`` (beside
 module) whose conditions hold for the facts :mod:`instep.impact.join.facts` computes
 from the evidence (the downstream reference and the upstream change); the unit's verdict
 aggregates its couplings. Rationales are rendered from the rules' texts (English or
-Chinese). This module does not find couplings (:mod:`instep.impact.join.matchers`) nor
+Chinese). This module does not find couplings (the passes of ``join/registry.py``) nor
 compute facts.
 """
 
