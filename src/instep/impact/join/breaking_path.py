@@ -46,11 +46,11 @@ import functools
 import re
 import sysconfig
 from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 
 from instep.impact.downstream.class_escapes import ClassEscapes
 from instep.impact.downstream.wholesale import Swap
+from instep.impact.join.fact_names import Fact
 from instep.impact.join.upstream_calls import SELF_CONSTRUCTION, CallSite, UpstreamCalls
 from instep.impact.model import ChangeKind, CouplingKind, Reference, SymbolChange
 from instep.pyindex.model import SymbolKind, module_of
@@ -59,19 +59,20 @@ from instep.pyindex.signatures import call_problems, incompatibilities, parse_pa
 MAX_SITES = 200  # call sites of one name beyond which the search gives up (too many receivers)
 LIVENESS_DEPTH = 3  # how many private callers up the search follows a caller's liveness
 _METHOD_DEF = re.compile(rb"^[ \t]+(?:async[ \t]+)?def[ \t]+(\w+)[ \t]*\(", re.MULTILINE)
+# what a search finds: a new-upstream call reaches the replacement and does not bind; every
+# call with the new shape goes elsewhere (or there is none); a call with the new shape whose
+# target could not be told; one that reaches it only under a condition never met
+PATH_FACTS = frozenset(
+    {Fact.BREAKING_PATH, Fact.NO_BREAKING_CALL, Fact.PATH_UNPROVEN, Fact.BREAKING_CALL_CONDITIONAL}
+)
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-
-
-class PathKind(str, Enum):
-    BREAKS = "breaking_path"  # a new upstream call reaches the replacement and does not bind
-    NONE = "no_breaking_call"  # every call with the new shape goes elsewhere (or none exists)
-    GAVE_UP = "path_unproven"  # a call with the new shape whose target could not be told
-    CONDITIONAL = "breaking_call_conditional"  # it reaches, only under a condition never met
 
 
 @dataclass(frozen=True)
 class PathVerdict:
-    kind: PathKind
+    """The search's answer: ``kind`` is one of :data:`PATH_FACTS`, ``text`` its evidence."""
+
+    kind: Fact
     text: str
 
 
@@ -468,7 +469,7 @@ def search(
     ]
     if len(shaped) > MAX_SITES:
         return PathVerdict(
-            PathKind.GAVE_UP,
+            Fact.PATH_UNPROVEN,
             f"{len(shaped)} calls of `{ctx.member}` in the new upstream may pass {what}: "
             "too many receivers to follow",
         )
@@ -492,22 +493,22 @@ def search(
                 f"and the call reaches {ref.path}:{ref.line}: {why}"
             )
             if site.guard is None:
-                return PathVerdict(PathKind.BREAKS, text)
+                return PathVerdict(Fact.BREAKING_PATH, text)
             conditional.append(f"{text}; but only under {site.guard}")
             continue
         (elsewhere if reach is False else not_followed).append(f"{site.at}: {why}")
     if conditional and not not_followed:
-        return PathVerdict(PathKind.CONDITIONAL, "; ".join(conditional[:2]))
+        return PathVerdict(Fact.BREAKING_CALL_CONDITIONAL, "; ".join(conditional[:2]))
     if not_followed:
         return PathVerdict(
-            PathKind.GAVE_UP,
+            Fact.PATH_UNPROVEN,
             f"a new-upstream call passes {what} but its target was not followed "
             f"({'; '.join(not_followed[:2])})",
         )
     reason = f"no new-upstream call passes {what} to it"
     if elsewhere:
         reason += f" (the calls that pass it go elsewhere: {'; '.join(elsewhere[:2])})"
-    return PathVerdict(PathKind.NONE, reason)
+    return PathVerdict(Fact.NO_BREAKING_CALL, reason)
 
 
 def _device_class_unused(site: CallSite, ctx: _Context, devices) -> str:

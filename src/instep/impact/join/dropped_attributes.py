@@ -32,6 +32,7 @@ import difflib
 import textwrap
 from collections.abc import Mapping
 
+from instep.impact.join.fact_names import Fact
 from instep.impact.join.pass_api import Findings, Found, JoinInputs, JoinPass
 from instep.impact.join.skipped_init import (
     SkippedInit,
@@ -277,7 +278,7 @@ class DroppedAttributes:
                 plain = [ln for a, ln in unconditional_self_reads(fn.body) if a == attr]
                 facts = set()
                 if plain and not setters:
-                    facts.add("attribute_read_plain")
+                    facts.add(Fact.ATTRIBUTE_READ_PLAIN)
                     line, how = plain[0], "outside any `if` or `try`"
                 elif loads:
                     line = loads[0]
@@ -296,7 +297,7 @@ class DroppedAttributes:
                     f"`{owner}` reads `self.{attr}` ({cinfo.path}:{line}) {how}; the old "
                     f"`{cls_q}.{member}` set it ({old_path}:{old_line}), {gone}, and no class "
                     f"of the new upstream MRO ({', '.join(f'`{q}`' for _, q in mro)}) sets it "
-                    "elsewhere" + (": AttributeError" if "attribute_read_plain" in facts else "")
+                    "elsewhere" + (": AttributeError" if Fact.ATTRIBUTE_READ_PLAIN in facts else "")
                 )
                 ref = Reference(
                     CouplingKind.INHERITED_ATTRIBUTE,

@@ -48,6 +48,7 @@ from collections.abc import Mapping
 
 from instep.impact.downstream.subclasses import members_defined
 from instep.impact.downstream.version_gates import GateLookup
+from instep.impact.join.fact_names import Fact
 from instep.impact.join.pass_api import Findings, Found, JoinInputs, JoinPass
 from instep.impact.model import ChangeKind, CouplingKind, Reference
 from instep.pyindex.model import SymbolKind
@@ -105,7 +106,7 @@ class ForkGaps:
                 member = c.qualname.split(".")[1]
                 if member in defined:
                     continue
-                facts = {"fork_lacks_added"}
+                facts = {Fact.FORK_LACKS_ADDED}
                 text = (
                     f"`{info.qualname}` ({info.path}:{info.line}) forks `{up[1]}` ({evidence}) "
                     f"and lacks `{member}`, which upstream added at {_line(c)}"
@@ -114,7 +115,7 @@ class ForkGaps:
                 copy = self._copied_caller(member, c.path, up[1], self._copy_names(dcls, defined))
                 where = None
                 if call is not None:
-                    facts.add("added_called_on_fork")
+                    facts.add(Fact.ADDED_CALLED_ON_FORK)
                     text += (
                         f"; upstream calls it at {call} and {swapped[0]} puts "
                         f"`{info.qualname}` in `{up[1]}`'s place"
@@ -158,7 +159,7 @@ class ForkGaps:
                 elif self.calls is not None:
                     continue  # only upstream code the file does not copy calls it, or none
                 ref = self._ref(c, path, 1, f"{path} ({evidence})", None, where)
-                self._add(i, c, ref, c.qualname, {"fork_lacks_added"}, text)
+                self._add(i, c, ref, c.qualname, {Fact.FORK_LACKS_ADDED}, text)
         return self.found
 
     def _swaps(self, all_refs: list[Reference]) -> dict[str, list[tuple[str, str]]]:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from instep.impact.downstream.subclasses import members_defined
 from instep.impact.join.backend_handles import load_handles, load_registrars, registered_names
 from instep.impact.join.call_conditions import on_backend
+from instep.impact.join.fact_names import Fact
 from instep.impact.join.pass_api import Findings, Found, JoinInputs, JoinPass
 from instep.impact.join.skipped_init import (
     SkippedInit,
@@ -1014,16 +1015,16 @@ class HookNames:
         member ``via`` reads, ``reaching`` being the calls of ``via``)."""
         facts = set()
         if fails:
-            facts.add("hook_default_fails")
+            facts.add(Fact.HOOK_DEFAULT_FAILS)
         verb = f"calls the changed `{via}`" if via else "reads it"
         unconditional = [r for r in reaching if r.condition is None]
         if unconditional:
-            facts.add("hook_call_reaches")
+            facts.add(Fact.HOOK_CALL_REACHES)
             first = unconditional[0]
             how = f"{verb} at {first.at} (`{first.text}`"
             how += f", in `{first.caller}`)" if first.caller else ")"
         elif reaching:
-            facts.add("hook_call_conditional")
+            facts.add(Fact.HOOK_CALL_CONDITIONAL)
             first = reaching[0]
             how = f"{verb} only under `{first.condition}`: {first.at} (`{first.text}`" + (
                 f", in `{first.caller}`)" if first.caller else ")"
