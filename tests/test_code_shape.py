@@ -3,7 +3,8 @@
 * no import cycle anywhere in ``src/instep`` (so none inside any package): the import graph
   is grimp's (it parses the files; function-local and ``TYPE_CHECKING`` imports count);
 * every function-local import carries a one-line reason comment naming one of the reasons
-  docs/architecture.md allows.
+  docs/architecture.md allows;
+* ``impact/``: no module over 600 lines, no function over 60 (issue #32).
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ import grimp
 import instep
 
 PACKAGE = Path(instep.__file__).parent
+IMPACT = PACKAGE / "impact"
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 60
 
 # The reasons docs/architecture.md ("Function-local imports") allows, by the words a reason
 # comment must use: torch stays out of instep's process; optional dependencies (Ray, ctypes)
@@ -118,6 +122,27 @@ def test_every_function_local_import_names_its_reason() -> None:
                 unknown.append(f"{where}: {reason}")
     assert not missing, f"function-local imports without a reason comment: {missing}"
     assert not unknown, f"reasons docs/architecture.md does not allow: {unknown}"
+
+
+def test_impact_modules_stay_under_600_lines() -> None:
+    long = {
+        str(p.relative_to(PACKAGE)): n
+        for p in sorted(IMPACT.rglob("*.py"))
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, long
+
+
+def test_impact_functions_stay_under_60_lines() -> None:
+    long = {}
+    for path in sorted(IMPACT.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                length = (node.end_lineno or node.lineno) - start + 1
+                if length > MAX_FUNCTION_LINES:
+                    long[f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name}"] = length
+    assert not long, long
 
 
 def test_the_checks_see_what_they_check(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ import ast
 import bisect
 import re
 
-from instep.impact.downstream import version_gates as vg
+from instep.impact.downstream import version_conditions as vc
 from instep.impact.downstream.records import Refusal
 from instep.impact.downstream.version_predicates import (
     All,
@@ -84,9 +84,7 @@ class _Reader:
         """``torch.__version__`` (sliced, parsed) or a name derived from it."""
         if isinstance(node, ast.Call):
             return (
-                bool(node.args)
-                and vg._callee(node) in vg._PARSERS
-                and self.is_current(node.args[0])
+                bool(node.args) and vc.callee(node) in vc.PARSERS and self.is_current(node.args[0])
             )
         if isinstance(node, ast.Subscript):
             return self.is_current(node.value)
@@ -98,7 +96,7 @@ class _Reader:
         if isinstance(node, ast.Name):
             low = node.id.lower()
             return node.id in self.derived or (
-                vg._is_current_version(node) and any(r.lower() in low for r in self.roots)
+                vc.is_current_version(node) and any(r.lower() in low for r in self.roots)
             )
         return False
 
@@ -166,7 +164,7 @@ class _Reader:
                 if all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in elts):
                     return Prefix(tuple(e.value for e in elts))  # type: ignore[union-attr]
             return Unknown()
-        rng = vg._Conditions()._helper_call(call)
+        rng = vc.Conditions()._helper_call(call)
         return InRange(*rng) if rng is not None else Unknown()
 
     def _compare(self, left: ast.AST, op: ast.cmpop, right: ast.AST) -> Predicate:
@@ -176,10 +174,10 @@ class _Reader:
         if isinstance(op, ast.NotEq):
             eq = self._compare(left, ast.Eq(), right)
             return eq if isinstance(eq, Unknown) else Not(eq)
-        if self.is_current(left) and (v := vg._literal_version(right)) is not None:
-            rng = vg._range_of_compare(op, v)
-        elif self.is_current(right) and (v := vg._literal_version(left)) is not None:
-            rng = vg._range_of_compare(vg._flip(op), v)
+        if self.is_current(left) and (v := vc.literal_version(right)) is not None:
+            rng = vc.range_of_compare(op, v)
+        elif self.is_current(right) and (v := vc.literal_version(left)) is not None:
+            rng = vc.range_of_compare(vc.flip(op), v)
         else:
             return Unknown()
         return InRange(*rng) if rng is not None else Unknown()
@@ -193,7 +191,7 @@ class _Reader:
         ):
             return Contains(left.value)
         if self.is_current(left) and isinstance(right, (ast.Tuple, ast.List, ast.Set)):
-            values = [vg._literal_version(e) for e in right.elts]
+            values = [vc.literal_version(e) for e in right.elts]
             if values and all(v is not None for v in values):
                 return OneOf(tuple(values))  # type: ignore[arg-type]
         return Unknown()
@@ -288,7 +286,7 @@ class _Walk:
                 self.reader.derived.update(
                     a.asname or a.name
                     for a in stmt.names
-                    if vg._is_current_version(ast.Name(a.asname or a.name))
+                    if vc.is_current_version(ast.Name(a.asname or a.name))
                 )
 
     def _if(self, stmt: ast.If, when: tuple, texts: tuple, scope: str, prefix: str) -> None:

@@ -243,7 +243,6 @@ def _patched_module(ctx: _Context) -> str:
 def _reaches(site: CallSite, ctx: _Context) -> tuple[bool | None, str]:
     """(True: the call reaches the downstream object; False: it goes elsewhere; None:
     not followed), with the reason."""
-    r = ctx.resolver
     site_cls = (site.module, site.cls) if site.cls else None
     if site.caller and site.nested and site_cls is None:
         why = _swapped(site.module, site.caller, ctx)
@@ -254,60 +253,78 @@ def _reaches(site: CallSite, ctx: _Context) -> tuple[bool | None, str]:
         if why:
             return False, why
     if ctx.kind is CouplingKind.MONKEYPATCH and not ctx.method:
-        patched = _patched_module(ctx)
-        if site.receiver is None:
-            idx = r.index(site.module)  # type: ignore[attr-defined]
-            name = ctx.member
-            dotted = f"{site.module}.{name}"
-            bound = idx is not None and (
-                name in idx.symbols
-                or (name in idx.imports and r.resolve(dotted) == ctx.change.dotted)  # type: ignore[attr-defined]
-            )
-            if bound and site.module == patched:
-                return True, "it looks the module global up at call time"
-            if bound and site.module == ctx.change.module:
-                return False, (
-                    f"it looks up `{site.module}`'s own global `{name}`; the patch rebinds "
-                    f"`{patched}.{name}`, a name `{patched}` imported from it"
-                )
-            if bound and name in idx.imports:  # type: ignore[union-attr]
-                source = idx.imports[name].rpartition(".")[0]  # type: ignore[union-attr]
-                if patched != ctx.change.module and r.resolve(source) != patched:  # type: ignore[attr-defined]
-                    return False, (
-                        f"it imports `{name}` from `{source}`, whose global the patch of "
-                        f"`{patched}.{name}` does not rebind"
-                    )
-                return None, "it binds the name at import, before or after the patch"
-            return False, "another function of that name"
-        target = _resolve_expr(site, site.receiver, ctx)
-        if target is None:
-            return None, f"receiver `{site.receiver}` not resolved"
-        if target == patched:
-            return True, f"`{site.receiver}` is the patched module"
-        return False, f"`{site.receiver}` is `{target}`"
+        return _reaches_patched_function(site, ctx)
     cls = ctx.cls
     if cls is None:
         return None, "not a method"
-    ancestors = ctx.resolver.ancestors(*cls)  # type: ignore[attr-defined]
     if site.name == SELF_CONSTRUCTION or site.receiver in ("self", "cls"):
-        # self.m(...), cls.m(...); cls(...) / type(self)(...) for __init__
-        if site_cls is None:
-            return None, "no enclosing class"
-        if site_cls in ancestors:
-            kept = _kept_downstream(site, ctx)
-            if kept:
-                return False, kept
-            recv = site.receiver or "cls"
-            return True, f"`{recv}` in `{site.caller}`, which {_who(ctx)} inherits"
-        below = ctx.resolver.ancestors(*site_cls)  # type: ignore[attr-defined]
-        if cls in below:
-            if ctx.kind is CouplingKind.MONKEYPATCH:
-                found = ctx.resolver.find_member(*site_cls, ctx.member)  # type: ignore[attr-defined]
-                if found == ctx.change.dotted:
-                    return True, f"`{site_cls[1]}` inherits the patched `{ctx.change.qualname}`"
-                return False, f"`{site_cls[1]}` overrides `{ctx.member}`"
-            return None, f"a call in subclass `{site_cls[1]}`, not known to be {_who(ctx)}'s base"
-        return False, f"`{site_cls[1]}` is not in the class hierarchy"
+        return _reaches_through_self(site, site_cls, cls, ctx)
+    return _reaches_named(site, ctx)
+
+
+def _reaches_patched_function(site: CallSite, ctx: _Context) -> tuple[bool | None, str]:
+    """:func:`_reaches` for a patched module function ``M.f``: a bare ``f(...)`` or a
+    call through a module name."""
+    r = ctx.resolver
+    patched = _patched_module(ctx)
+    if site.receiver is None:
+        idx = r.index(site.module)  # type: ignore[attr-defined]
+        name = ctx.member
+        dotted = f"{site.module}.{name}"
+        bound = idx is not None and (
+            name in idx.symbols or (name in idx.imports and r.resolve(dotted) == ctx.change.dotted)  # type: ignore[attr-defined]
+        )
+        if bound and site.module == patched:
+            return True, "it looks the module global up at call time"
+        if bound and site.module == ctx.change.module:
+            return False, (
+                f"it looks up `{site.module}`'s own global `{name}`; the patch rebinds "
+                f"`{patched}.{name}`, a name `{patched}` imported from it"
+            )
+        if bound and name in idx.imports:  # type: ignore[union-attr]
+            source = idx.imports[name].rpartition(".")[0]  # type: ignore[union-attr]
+            if patched != ctx.change.module and r.resolve(source) != patched:  # type: ignore[attr-defined]
+                return False, (
+                    f"it imports `{name}` from `{source}`, whose global the patch of "
+                    f"`{patched}.{name}` does not rebind"
+                )
+            return None, "it binds the name at import, before or after the patch"
+        return False, "another function of that name"
+    target = _resolve_expr(site, site.receiver, ctx)
+    if target is None:
+        return None, f"receiver `{site.receiver}` not resolved"
+    if target == patched:
+        return True, f"`{site.receiver}` is the patched module"
+    return False, f"`{site.receiver}` is `{target}`"
+
+
+def _reaches_through_self(
+    site: CallSite, site_cls: tuple[str, str] | None, cls: tuple[str, str], ctx: _Context
+) -> tuple[bool | None, str]:
+    """:func:`_reaches` for ``self.m(...)``, ``cls.m(...)``; ``cls(...)`` /
+    ``type(self)(...)`` for ``__init__``: the enclosing class decides."""
+    if site_cls is None:
+        return None, "no enclosing class"
+    if site_cls in ctx.resolver.ancestors(*cls):  # type: ignore[attr-defined]
+        kept = _kept_downstream(site, ctx)
+        if kept:
+            return False, kept
+        recv = site.receiver or "cls"
+        return True, f"`{recv}` in `{site.caller}`, which {_who(ctx)} inherits"
+    below = ctx.resolver.ancestors(*site_cls)  # type: ignore[attr-defined]
+    if cls in below:
+        if ctx.kind is CouplingKind.MONKEYPATCH:
+            found = ctx.resolver.find_member(*site_cls, ctx.member)  # type: ignore[attr-defined]
+            if found == ctx.change.dotted:
+                return True, f"`{site_cls[1]}` inherits the patched `{ctx.change.qualname}`"
+            return False, f"`{site_cls[1]}` overrides `{ctx.member}`"
+        return None, f"a call in subclass `{site_cls[1]}`, not known to be {_who(ctx)}'s base"
+    return False, f"`{site_cls[1]}` is not in the class hierarchy"
+
+
+def _reaches_named(site: CallSite, ctx: _Context) -> tuple[bool | None, str]:
+    """:func:`_reaches` for a call on a receiver named in the source (``Cls(...)``,
+    ``x.m(...)``): the class it resolves to decides, or, untyped, the hierarchy alone."""
     if ctx.member == "__init__":  # Cls(...) / mod.Cls(...): the class named
         expr = f"{site.receiver}.{site.name}" if site.receiver else site.name
     elif site.receiver is None:
@@ -473,6 +490,16 @@ def search(
             f"{len(shaped)} calls of `{ctx.member}` in the new upstream may pass {what}: "
             "too many receivers to follow",
         )
+    return _verdict(shaped, ctx, devices, what)
+
+
+def _verdict(
+    shaped: list[tuple[CallSite, bool | None]], ctx: _Context, devices, what: str
+) -> PathVerdict:
+    """:func:`search`'s answer from the call sites that may pass the new shape (``True``,
+    or ``None`` where unpacked arguments hide it): the first that reaches the replacement
+    outside a condition the backend never meets, else what the others say."""
+    ref = ctx.ref
     not_followed: list[str] = []
     elsewhere: list[str] = []
     conditional: list[str] = []

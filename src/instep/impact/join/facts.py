@@ -18,7 +18,7 @@ from collections.abc import Callable
 from instep.impact.downstream.version_predicates import holds
 from instep.impact.join.constructor_calls import constructor_facts
 from instep.impact.join.fact_names import Fact
-from instep.impact.model import ChangeKind, CouplingKind, Reference, SymbolChange
+from instep.impact.model import ChangeKind, CouplingKind, Reference, SymbolChange, VersionGate
 from instep.impact.upstream.call_paths import CONSTRUCTION
 from instep.pyindex.model import SymbolKind
 from instep.pyindex.registrations import FALLBACK_CALLS, OVERRIDE_DECOMP, role_of
@@ -50,46 +50,11 @@ def facts_for(
 ) -> tuple[frozenset[str], list[str]]:
     """The facts that rules test, and the signature problems found (for the text)."""
     facts = set(extra)
-    problems: list[str] = []
-    gate = ref.gate
-    if gate is not None:
-        if (
-            gate.kind in ("hasattr", "try_import", "source_probe", "c_probe")
-            and Fact.FALLBACK_FAILS not in facts
-            and not (gate.requires and Fact.FALLBACK_RUNS in facts)
-        ):
-            facts.add(Fact.GUARDED)
-        if gate.min_version and (
-            _version_at_least(new_version, gate.min_version)
-            or (new_version is None and gate.kind == "compat_comment")
-        ):
-            facts.add(Fact.GATED_FOR_NEW)
-        if gate.max_version and _version_at_least(new_version, gate.max_version):
-            facts.add(Fact.OLD_ONLY)
-        if gate.predicate is not None and new_version is not None:
-            on_new = holds(gate.predicate, new_version)  # a version flag's condition
-            if on_new is True:
-                facts.add(Fact.GATED_FOR_NEW)
-            elif on_new is False:
-                facts.add(Fact.OLD_ONLY)
-    old_sig = change.old.signature if change.old is not None else None
-    new_sig = change.new.signature if change.new is not None else None
+    if ref.gate is not None:
+        facts |= _gate_facts(ref.gate, frozenset(facts), new_version)
     if change.aspects == {ChangeKind.ANNOTATION}:
         facts.add(Fact.ONLY_ANNOTATIONS)
-    if kind in REPLACING_KINDS and (ref.signature is not None or ref.body_hash is not None):
-        facts.add(Fact.HAS_REPLACEMENT)
-        if ref.signature is not None and new_sig is not None:
-            method = change.symbol_kind is SymbolKind.METHOD
-            problems = incompatibilities(ref.signature, new_sig, method=method)
-            before = incompatibilities(ref.signature, old_sig, method=method) if old_sig else []
-            fresh = [p for p in problems if p not in before]
-            if fresh:
-                facts.add(Fact.INCOMPATIBLE)  # the change made the replacement stop fitting
-                problems = fresh
-            elif problems:
-                facts.add(Fact.INCOMPATIBLE_BEFORE)  # it did not fit the old signature either
-            if same_parameters(ref.signature, new_sig):
-                facts.add(Fact.SAME_AS_NEW)
+    problems = _replacement_facts(change, ref, kind, facts)
     if (
         kind is CouplingKind.IMPORT_USE
         and Fact.CALLED_DIRECTLY in facts
@@ -120,6 +85,62 @@ def facts_for(
     elif ref.matched_version == "new":
         facts.add(Fact.FORK_NEW)
     return frozenset(facts), problems
+
+
+def _gate_facts(
+    gate: VersionGate, facts: frozenset[str], new_version: tuple[int, ...] | None
+) -> set[str]:
+    """The facts of the gate around the place: ``guarded`` (unless the fallback fails
+    too, or always runs), ``gated_for_new`` / ``old_only`` from its version range or
+    version flag on the new upstream."""
+    out: set[str] = set()
+    if (
+        gate.kind in ("hasattr", "try_import", "source_probe", "c_probe")
+        and Fact.FALLBACK_FAILS not in facts
+        and not (gate.requires and Fact.FALLBACK_RUNS in facts)
+    ):
+        out.add(Fact.GUARDED)
+    if gate.min_version and (
+        _version_at_least(new_version, gate.min_version)
+        or (new_version is None and gate.kind == "compat_comment")
+    ):
+        out.add(Fact.GATED_FOR_NEW)
+    if gate.max_version and _version_at_least(new_version, gate.max_version):
+        out.add(Fact.OLD_ONLY)
+    if gate.predicate is not None and new_version is not None:
+        on_new = holds(gate.predicate, new_version)  # a version flag's condition
+        if on_new is True:
+            out.add(Fact.GATED_FOR_NEW)
+        elif on_new is False:
+            out.add(Fact.OLD_ONLY)
+    return out
+
+
+def _replacement_facts(
+    change: SymbolChange, ref: Reference, kind: CouplingKind, facts: set[str]
+) -> list[str]:
+    """Add the facts of a place that puts its own function where upstream calls it (an
+    override, a patch, a same-role registration) to ``facts``; the problems of its
+    signature against the new one that the change made (or that were there before)."""
+    if kind not in REPLACING_KINDS or (ref.signature is None and ref.body_hash is None):
+        return []
+    facts.add(Fact.HAS_REPLACEMENT)
+    new_sig = change.new.signature if change.new is not None else None
+    if ref.signature is None or new_sig is None:
+        return []
+    old_sig = change.old.signature if change.old is not None else None
+    method = change.symbol_kind is SymbolKind.METHOD
+    problems = incompatibilities(ref.signature, new_sig, method=method)
+    before = incompatibilities(ref.signature, old_sig, method=method) if old_sig else []
+    fresh = [p for p in problems if p not in before]
+    if fresh:
+        facts.add(Fact.INCOMPATIBLE)  # the change made the replacement stop fitting
+        problems = fresh
+    elif problems:
+        facts.add(Fact.INCOMPATIBLE_BEFORE)  # it did not fit the old signature either
+    if same_parameters(ref.signature, new_sig):
+        facts.add(Fact.SAME_AS_NEW)
+    return problems
 
 
 def _calls_against(change: SymbolChange, shapes: tuple[str, ...]) -> tuple[bool, list[str]]:

@@ -74,6 +74,21 @@ class ForkGaps:
 
     def find(self, fork_refs: list[Reference], all_refs: list[Reference]) -> list[Found]:
         """The FORK couplings of the members forks lack, in the order they are to be added."""
+        added_methods, added_functions = self._added()
+        if not added_methods and not added_functions:
+            return self.found
+        classes, files = self._forked(fork_refs)
+        if self.calls is not None:  # the calls of every member a fork may lack: one pass
+            self.calls.prefetch(
+                c.qualname.split(".")[1] for _, up in classes for _, c in added_methods.get(up, ())
+            )
+        self._class_gaps(classes, added_methods, self._swaps(all_refs))
+        self._file_gaps(files, added_functions)
+        return self.found
+
+    def _added(self) -> tuple[dict[tuple[str, str], list], dict[str, list]]:
+        """The methods upstream added, by (module, class), dunders apart, and the module
+        functions it added, by module: (unit index, change) each."""
         added_methods: dict[tuple[str, str], list] = defaultdict(list)  # (module, C) -> hits
         added_functions: dict[str, list] = defaultdict(list)  # module -> hits
         for i, u in enumerate(self.units):
@@ -86,15 +101,11 @@ class ForkGaps:
                         added_methods[(c.module, cls)].append((i, c))
                 elif c.symbol_kind is SymbolKind.FUNCTION and "." not in c.qualname:
                     added_functions[c.module].append((i, c))
-        if not added_methods and not added_functions:
-            return self.found
-        classes, files = self._forked(fork_refs)
-        swaps = self._swaps(all_refs)
+        return added_methods, added_functions
+
+    def _class_gaps(self, classes, added_methods, swaps) -> None:
+        """Couple the methods upstream added to a forked class that the fork lacks."""
         cmap = self._class_map()
-        if self.calls is not None:  # the calls of every member a fork may lack: one pass
-            self.calls.prefetch(
-                c.qualname.split(".")[1] for _, up in classes for _, c in added_methods.get(up, ())
-            )
         for (dcls, up), evidence in classes.items():
             hits = added_methods.get(up)
             info = cmap.get(dcls)
@@ -132,6 +143,9 @@ class ForkGaps:
                     continue  # only upstream code the fork does not copy calls it, or none
                 ref = self._ref(c, info.path, info.line, info.snippet, info.qualname, where)
                 self._add(i, c, ref, member, facts, text)
+
+    def _file_gaps(self, files, added_functions) -> None:
+        """Couple the functions upstream added to a forked module that the file lacks."""
         for (path, module), evidence in files.items():
             fi = self.down.files.get(path)
             if fi is None:
@@ -160,7 +174,6 @@ class ForkGaps:
                     continue  # only upstream code the file does not copy calls it, or none
                 ref = self._ref(c, path, 1, f"{path} ({evidence})", None, where)
                 self._add(i, c, ref, c.qualname, {Fact.FORK_LACKS_ADDED}, text)
-        return self.found
 
     def _swaps(self, all_refs: list[Reference]) -> dict[str, list[tuple[str, str]]]:
         """Upstream dotted name -> (downstream file, downstream dotted value) of each
