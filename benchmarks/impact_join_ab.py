@@ -7,7 +7,9 @@ Each run is a cold ``instep impact ... --format json`` (a fresh, empty
 ``INSTEP_CACHE_DIR`` whose ``wheels/`` links to ``--wheels``, so nothing is downloaded)
 in a child pinned to ``--cpus`` CPUs, base and head alternated. The child measures its own
 CPU time (``time.process_time()``) around ``_Analysis.join``, so other jobs on a shared
-machine move it far less than wall time; the fork-detection child's CPU is not in it.
+machine move it far less than wall time, and each join pass run in a forked child
+(``forked_passes``: fork detection, hook names) measures its own CPU there (its pools'
+excluded); they are printed apart.
 The script then checks that every report equals the first base report, ``generated_at``
 and ``stats.timings_s`` apart, and prints where they differ: a change meant to be faster
 only must leave the report identical. Pip specs must already be in ``--wheels`` (run the
@@ -32,15 +34,32 @@ from impact_cold_ab import add_ab_arguments, base_src  # a sibling script: run f
 ROOT = Path(__file__).resolve().parent.parent
 
 
+_PASS_IN_CHILD = None  # forked_passes._run, wrapped by _timed_pass
+_CHILD_OUT = ""  # the report's path: each forked pass writes its CPU beside it
+
+
+def _timed_pass(name: str):
+    """A forked pass, in its child: its CPU goes to a file beside the report."""
+    start = time.process_time()
+    try:
+        return _PASS_IN_CHILD(name)
+    finally:
+        Path(f"{_CHILD_OUT}.child-cpu-{name}").write_text(str(time.process_time() - start))
+
+
 def _child(out: str, spec: list[str]) -> None:
     """Run the analysis in this process, timing the join; print the figures as JSON."""
     import resource
 
     import instep.impact.analysis as analysis
     from instep.cli import run
+    from instep.impact.join import forked_passes
 
     join = analysis._Analysis.join
     got: dict[str, float] = {}
+    global _PASS_IN_CHILD, _CHILD_OUT
+    _PASS_IN_CHILD, _CHILD_OUT = forked_passes._run, out
+    forked_passes._run = _timed_pass  # by name: the pool pickles it, the fork finds it
 
     def timed(self, units, down):
         start = time.process_time()
@@ -54,7 +73,11 @@ def _child(out: str, spec: list[str]) -> None:
     rc = run(["impact", *spec, "--format", "json", "--out", out])
     got["total_cpu"] = time.process_time() - start
     got["rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"rc": rc, **got}))
+    children = {
+        p.name.split(".child-cpu-", 1)[1]: float(p.read_text())
+        for p in Path(out).parent.glob(Path(out).name + ".child-cpu-*")
+    }
+    print(json.dumps({"rc": rc, **got, "children_cpu": children}))
 
 
 def _one(src: Path, args: argparse.Namespace, out: Path) -> dict:
@@ -115,9 +138,10 @@ def main() -> None:
             got[side].append(r)
             reports.append((f"{side} run {i + 1}", out))
             load = os.getloadavg()[0]
+            kids = ", ".join(f"{k} {v:.2f} s" for k, v in sorted(r["children_cpu"].items()))
             print(
-                f"{side} run {i + 1}: join {r['join_cpu']:.2f} s CPU, {r['join_wall']:.2f} s "
-                f"wall, whole analysis "
+                f"{side} run {i + 1}: join {r['join_cpu']:.2f} s CPU (forked passes' CPU: "
+                f"{kids or 'none forked'}), {r['join_wall']:.2f} s wall, whole analysis "
                 f"{r['total_cpu']:.1f} s CPU (this process), peak RSS {r['rss_mib']:.0f} MiB, "
                 f"load {load:.1f}",
                 flush=True,

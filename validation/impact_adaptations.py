@@ -33,7 +33,7 @@ from pathlib import Path
 
 from instep.impact.analysis import ImpactRequest, analyse
 from instep.impact.export.priority import rank_test_places
-from instep.impact.join.matchers import BEHAVIOUR
+from instep.impact.join.change_index import BEHAVIOUR
 from instep.impact.upstream.release_diff import diff_versions
 from instep.impact.upstream.sources import diff_snapshots, is_test_path, open_snapshot
 from instep.pyindex.cache import ContentCache

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from instep.impact.join import hook_names
-from instep.impact.join.breaking_path import _Sites, needle_lines
-from instep.impact.join.hook_names import _ATTRIBUTE, _reads_in_tree, _shortest
+from instep.impact.join import backend_handles
+from instep.impact.join.hook_reads import ATTRIBUTE, reads_in_tree, shortest
+from instep.impact.join.upstream_calls import _Sites, needle_lines
 
 # calls under early exits, decorators naming the call, calls split over lines, a comment
 # between the dot and the name, a backslash continuation, a nested def and class
@@ -93,9 +93,9 @@ def test_skipping_statements_without_the_names_finds_the_same_calls_and_conditio
         lines = source.splitlines()
         text = source.encode()
         assert needle_lines(text, tuple(names)) is not None  # the shortcut is taken
-        full = _reads_in_tree(path, tree, names, None, True)  # no lines: every node visited
+        full = reads_in_tree(path, tree, names, None, True)  # no lines: every node visited
         assert full, path
-        assert _reads_in_tree(path, tree, names, lines, True, text) == full, path
+        assert reads_in_tree(path, tree, names, lines, True, text) == full, path
 
 
 @pytest.mark.parametrize("k", [1, 3, 12])
@@ -115,7 +115,7 @@ def test_call_sites_of_a_visit_skipping_statements_are_those_of_a_full_visit(k):
 def test_the_tricky_source_has_every_call_of_the_name_with_its_condition():
     tree = ast.parse(TRICKY)
     lines, text = TRICKY.splitlines(), TRICKY.encode()
-    reads = _reads_in_tree("t.py", tree, frozenset({"flush"}), lines, True, text)
+    reads = reads_in_tree("t.py", tree, frozenset({"flush"}), lines, True, text)
     got = [(r.at, r.condition) for _, r in reads]
     assert got == [
         ("t.py:12", "if node.ready (line 10 returns otherwise)"),
@@ -145,7 +145,7 @@ def test_a_line_break_only_splitlines_sees_moves_no_call_out_of_its_def(brk):
     assert len(lines) == 5  # one line more than the parser's four
     text = source.encode()
     assert needle_lines(text, ("flush",)) == [4]
-    reads = _reads_in_tree("f.py", ast.parse(source), frozenset({"flush"}), lines, True, text)
+    reads = reads_in_tree("f.py", ast.parse(source), frozenset({"flush"}), lines, True, text)
     assert [r.at for _, r in reads] == ["f.py:4"]
 
 
@@ -163,15 +163,15 @@ def test_every_attribute_call_of_a_real_file_is_an_attribute_read_in_its_text():
             for n in ast.walk(ast.parse(source))
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
         }
-        read = {m.decode() for m in _ATTRIBUTE.findall(source.encode())}
+        read = {m.decode() for m in ATTRIBUTE.findall(source.encode())}
         assert called <= read, (path, called - read)
     # a name that only appears otherwise is not read as an attribute
-    assert b"flush" not in _ATTRIBUTE.findall(b"def flush():\n    flush = 1\n")
+    assert b"flush" not in ATTRIBUTE.findall(b"def flush():\n    flush = 1\n")
 
 
 def test_the_handle_needles_that_hold_another_are_dropped():
-    handles = {h.split("(", 1)[0].encode() for h in hook_names.load_handles()}
-    short = _shortest(handles)
+    handles = {h.split("(", 1)[0].encode() for h in backend_handles.load_handles()}
+    short = shortest(handles)
     assert set(short) < handles
     texts = [h + b" x" for h in handles] + [b"nothing here", b"V.graph.other"]
     for text in texts:

@@ -1,5 +1,6 @@
 """Join passes in forked children (``join/forked_passes.py``): the forked path, the
-inline one (``--jobs 1``) and the fallback after a child died give the same couplings."""
+inline one (``--jobs 1``) and the fallback after a child died give the same couplings
+(the runner's order of adds: ``test_pass_registry.py``)."""
 
 from __future__ import annotations
 
@@ -80,9 +81,14 @@ def test_forked_inline_and_fallback_hook_passes_give_the_same_report(tmp_path, m
     assert os.getpid() in fallback_pids and len(fallback_pids) == 2  # the child, then here
     kinds = [c["kind"] for u in inline["units"] for c in u["couplings"]]
     assert kinds.count("hook_name") >= 4 and inline["stats"]["hook_name_couplings"] >= 4
-    # the report says the child died (a log warning); nothing else differs
+    # the report says the child died (a log warning); nothing else differs. The children
+    # share one pool: a child still at work when another dies is lost with it and its
+    # pass runs here too (fork detection, when it had not ended first)
+    said = [w for w in fallback.pop("warnings") if w.endswith("died; running it in this process")]
     died = "the hook names child died; running it in this process"
-    assert fallback.pop("warnings") == [*inline.pop("warnings"), died]
+    assert died in said
+    assert set(said) <= {died, "the fork detection child died; running it in this process"}
+    assert inline.pop("warnings") == []
     assert forked.pop("warnings") == []
     # the paths of the temporary trees apart, the same JSON
     for doc, root in ((forked, "forked"), (fallback, "fallback")):
@@ -138,29 +144,3 @@ def test_a_child_reads_git_objects_through_a_cat_file_of_its_own(tmp_path):
         # the parent's process was neither used nor stopped by the child
         assert repo.read_object(blob) == b"A = 1\n" and repo._cat.proc.pid == mine
         assert repo._cat.proc.poll() is None
-
-
-class _Recording:
-    """A join that records its adds, keeping the first of equal keys as Join.add does."""
-
-    def __init__(self) -> None:
-        self.out: dict[int, dict[str, str]] = {}
-        self.resolver = "the resolver"
-
-    def add(self, i: int, key: str, *, detail: str = "") -> None:
-        self.out.setdefault(i, {}).setdefault(key, detail)
-
-
-def test_pending_adds_are_made_later_in_their_order_and_counted():
-    from instep.impact.join.matchers import PendingAdds
-
-    join = _Recording()
-    pending = PendingAdds(join)  # type: ignore[arg-type]
-    assert pending.resolver == "the resolver"  # everything but add reads the join
-    pending.add(0, "k", detail="later pass")
-    pending.add(0, "j", detail="later pass")
-    assert join.out == {}
-    join.add(0, "k", detail="earlier pass")  # the earlier pass adds first
-    assert pending.add_to() == 1  # "k" was there already
-    assert join.out == {0: {"k": "earlier pass", "j": "later pass"}}
-    assert list(join.out[0]) == ["k", "j"]

@@ -19,7 +19,22 @@ from pathlib import Path
 import click
 
 from instep import __version__
-from instep.cli import context
+from instep.cli import (
+    bundle_cmd,
+    compare_cmd,
+    context,
+    doctor_cmd,
+    impact_cmd,
+    merge_cmd,
+    profile_cmd,
+    report_cmd,
+    run_cmd,
+    runs_cmd,
+    selftest_cmd,
+    show_cmd,
+    tier_cmd,
+    triage_cmd,
+)
 from instep.cli.context import AppContext
 from instep.errors import InstepError
 
@@ -70,23 +85,7 @@ def _setup_logging(level: int) -> None:
 
 
 def _register_commands() -> None:
-    # Each module adds its commands to `cli`; --help lists them alphabetically.
-    from instep.cli import (
-        bundle_cmd,
-        compare_cmd,
-        doctor_cmd,
-        impact_cmd,
-        merge_cmd,
-        profile_cmd,
-        report_cmd,
-        run_cmd,
-        runs_cmd,
-        selftest_cmd,
-        show_cmd,
-        tier_cmd,
-        triage_cmd,
-    )
-
+    """Each module adds its commands to `cli`; --help lists them alphabetically."""
     for module in (
         doctor_cmd,
         impact_cmd,

@@ -142,6 +142,7 @@ def impact(
     Static only: neither side's code is imported or executed. Pip specs are downloaded
     once (pip download --no-deps) into the cache and read from the wheel.
     """
+    # CLI start: the impact engine loads when the command runs
     from instep.impact.analysis import ImpactRequest, analyse
     from instep.impact.export import write
     from instep.impact.model import Action

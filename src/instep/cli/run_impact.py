@@ -40,6 +40,7 @@ def run_impact_request(app: AppContext, run: Any, upstream_old: str, downstream:
 
 def impact_document(request: Any) -> ImpactDocument:
     """The report ``request`` asks for: the records ``instep impact --format json`` writes."""
+    # CLI start: the impact engine loads only when a report is computed
     from instep.impact.analysis import analyse
     from instep.impact.export.json_doc import as_document
 

@@ -17,7 +17,9 @@ Every hook is guarded: an exception inside instep never reaches the compile.
   the config whose precompile raised.
 
 The names hooked are those of torch 2.13; a missing one is skipped (and listed by
-:func:`installed_hooks`), never an error. Nothing here decides what is slow.
+:func:`installed_hooks`), never an error. Nothing here decides what is slow. The recorder
+is whatever has the :class:`Recorder` methods (``stage_timing.StageRecorder``, which
+imports this module to activate itself: this module never imports it).
 """
 
 from __future__ import annotations
@@ -32,20 +34,37 @@ import sys
 import threading
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
-from instep.doctor.stage_timing import FIRST_RUN_EVENT, StageRecorder
+FIRST_RUN_EVENT = "instep.first_run"  # the event the first run of a compiled graph records
 
 log = logging.getLogger(__name__)
 
-_ACTIVE: StageRecorder | None = None
+
+class Recorder(Protocol):
+    """What the hooks call on the active recorder (``stage_timing.StageRecorder``)."""
+
+    autotune: list[dict[str, Any]]
+    graph_name_hint: Callable[[], str | None]
+    _lock: threading.RLock
+
+    def event_start(self, name: str, compile_id: str | None = None) -> None: ...
+
+    def event_end(self, name: str) -> None: ...
+
+    def kernel_started(self, kernel: str) -> None: ...
+
+    def latest_graph_without_run(self) -> str | None: ...
+
+
+_ACTIVE: Recorder | None = None
 _INSTALLED: dict[str, bool] = {}  # hook name -> installed
 _PENDING: dict[str, list[Callable[[types.ModuleType], None]]] = {}
 _REQUESTED = False
 _LOCK = threading.RLock()
 
 
-def activate(recorder: StageRecorder) -> None:
+def activate(recorder: Recorder) -> None:
     """Make ``recorder`` receive the events; installs the hooks (now or on import)."""
     global _ACTIVE
     _ACTIVE = recorder
@@ -53,13 +72,13 @@ def activate(recorder: StageRecorder) -> None:
     install()
 
 
-def deactivate(recorder: StageRecorder | None = None) -> None:
+def deactivate(recorder: Recorder | None = None) -> None:
     global _ACTIVE
     if recorder is None or _ACTIVE is recorder:
         _ACTIVE = None
 
 
-def active_recorder() -> StageRecorder | None:
+def active_recorder() -> Recorder | None:
     return _ACTIVE
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -31,9 +30,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from instep.doctor import compile_hooks
+from instep.doctor.compile_hooks import FIRST_RUN_EVENT
 from instep.layers import Layer
-
-FIRST_RUN_EVENT = "instep.first_run"
+from instep.tomlfile import parse_toml
 
 
 class CompileStage(str, Enum):
@@ -74,16 +74,11 @@ class StageRule:
 
 def load_stage_rules(text: str | None = None) -> list[StageRule]:
     """The rules of ``data/stage_events.toml`` (or of ``text`` in that format)."""
-    if sys.version_info >= (3, 11):
-        # stdlib tomllib from 3.11, the tomli backport on 3.10
-        import tomllib
-    else:  # pragma: no cover - 3.10
-        import tomli as tomllib
     if text is None:
         text = (resources.files("instep.doctor") / "data" / "stage_events.toml").read_text(
             encoding="utf-8"
         )
-    data = tomllib.loads(text)
+    data = parse_toml(text, "instep/doctor/data/stage_events.toml")
     return [StageRule(r["pattern"], CompileStage(r["stage"])) for r in data.get("rules", [])]
 
 
@@ -207,16 +202,10 @@ class StageRecorder:
     # -- the active recorder
 
     def __enter__(self) -> StageRecorder:
-        # compile_hooks imports this module: the cycle closes at run time
-        from instep.doctor import compile_hooks
-
         compile_hooks.activate(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        # compile_hooks imports this module: the cycle closes at run time
-        from instep.doctor import compile_hooks
-
         compile_hooks.deactivate(self)
         self.write_snapshot()
 

@@ -23,10 +23,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from instep.impact.model import ImpactReport
 from instep.pyindex.cache import ContentCache
 
 if TYPE_CHECKING:
-    from instep.impact.model import ImpactReport
     from instep.impact.upstream.sources.snapshot import Snapshot
 
 NAMESPACE = "reports-v1"
@@ -58,8 +58,6 @@ class ReportMemo:
         self.cache = ContentCache(cache_root, NAMESPACE)
 
     def get(self, key: str) -> ImpactReport | None:
-        from instep.impact.model import ImpactReport
-
         hit = self.cache.get(key)
         return hit if isinstance(hit, ImpactReport) else None
 

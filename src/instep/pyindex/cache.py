@@ -27,6 +27,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import instep
+
 log = logging.getLogger(__name__)
 
 GENERATION_CHARS = 16
@@ -46,8 +48,6 @@ def analysis_code_digest() -> str:
     """Digest of instep's version and the analysis code and data (``instep/impact``,
     ``instep/pyindex`` and the vocabularies in ``instep/impact_contract.py``): the cache
     generation, so results from other code are never reused."""
-    import instep
-
     h = hashlib.blake2b(digest_size=20)
     h.update(str(getattr(instep, "__version__", "")).encode())
     package = Path(instep.__file__).parent

@@ -23,6 +23,7 @@ from typing import Any
 from instep.errors import InstepError
 from instep.impact_contract import Action
 from instep.outcome import FAILING, MANIFESTATIONS
+from instep.profiles import load_profile
 from instep.suites.case_record import LEGS, read_case_figures
 from instep.triage.culprits import Attribution, CouplingRef, Evidence
 from instep.triage.culprits import batch_culprit as rank_batch
@@ -124,9 +125,7 @@ def frames_user_first(frames: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def run_environment(run: dict[str, Any]) -> dict[str, str]:
     """The environment the run's profile sets for every test process (empty if unknown)."""
-    # profiles are only needed for the command line; an unknown user profile gives none
-    from instep.profiles import load_profile
-
+    # an unknown user profile gives none
     try:
         return dict(load_profile(str(run.get("profile") or "cpu")).env)
     except (InstepError, ValueError, OSError):

@@ -401,7 +401,7 @@ def _die_with_parent() -> None:
     host (it killed the host, or the runner killed the host) would be orphaned.
     """
     try:
-        # ctypes may be missing (minimal Python builds): the except covers it
+        # optional dependency: ctypes may be missing (minimal Python builds): the except covers it
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)

@@ -219,7 +219,7 @@ def _make_pool(
         return WorkerPool(config, opts.workers, collect=collect)
     if opts.engine != "ray":
         raise BadInput(f"--engine {opts.engine}: expected 'local' or 'ray'")
-    # the Ray engine (the 'ray' extra) only for --engine ray
+    # optional dependency: the Ray engine (the 'ray' extra) only for --engine ray
     from instep.run.ray_engine import RayPool
 
     # every node runs from the driver's directory; preimports are checked by each node's host

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ast
 import logging
+import multiprocessing
 import os
 import warnings
 from collections.abc import Iterable
@@ -44,8 +45,7 @@ from instep.impact.downstream.monkeypatches import MOCK_PATCHERS, Monkeypatches
 from instep.impact.downstream.op_refs import op_references
 from instep.impact.downstream.patch_helpers import apply_local_patches, same_file_helper_patches
 from instep.impact.downstream.pruning import BLOCK_STMTS, SIMPLE_STMTS, TRY_STMTS
-from instep.impact.downstream.records import DownstreamFileIndex
-from instep.impact.downstream.scope import Local, LocalKind
+from instep.impact.downstream.records import DownstreamFileIndex, Local, LocalKind
 from instep.impact.downstream.subclasses import local_subclass_refs
 from instep.impact.downstream.tree_index import DownstreamIndex
 from instep.impact.downstream.version_gates import GateLookup, catches_import_error, gate_spans
@@ -383,8 +383,6 @@ def index_downstream(
         n = min(len(todo), jobs * 4)
         chunks = [todo[i::n] for i in range(n)]
         try:
-            import multiprocessing
-
             ctx = multiprocessing.get_context("fork") if os.name == "posix" else None
             with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
                 work = [

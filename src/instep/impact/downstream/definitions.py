@@ -11,9 +11,9 @@ import ast
 
 from instep.impact.downstream import forks
 from instep.impact.downstream.patch_helpers import PatchHelpers
-from instep.impact.downstream.records import DownstreamClass, DownstreamFunction
+from instep.impact.downstream.records import DownstreamClass, DownstreamFunction, Local, LocalKind
 from instep.impact.downstream.registration_sites import RegistrationSites
-from instep.impact.downstream.scope import Frame, Local, LocalKind, line_snippet
+from instep.impact.downstream.scope import Frame, line_snippet
 from instep.impact.downstream.typed_params import annotation_chain, attribute_steps
 from instep.impact.model import CouplingKind
 from instep.pyindex.model import Registration

@@ -13,6 +13,7 @@ Two cheap fingerprints, no difflib:
 Candidates are found through inverted indexes (gram -> upstream function, line ->
 upstream file), so the cost grows with the matches, not with the product of the sides.
 This module knows nothing about which upstream symbols changed; the caller passes them.
+The fingerprints are records of the downstream index (``downstream/records.py``).
 """
 
 from __future__ import annotations
@@ -22,17 +23,16 @@ import re
 import zlib
 from array import array
 from collections import Counter, defaultdict
-from collections.abc import Iterable
-from dataclasses import dataclass
-from functools import cached_property
 from itertools import chain, pairwise
-from typing import TYPE_CHECKING
 
+from instep.impact.downstream.records import (
+    DownstreamFunction,
+    Fingerprint,
+    LinesFingerprint,
+    pack_hashes,
+)
 from instep.impact.model import CouplingKind, Reference
 from instep.pyindex.model import Symbol, module_of
-
-if TYPE_CHECKING:
-    from instep.impact.downstream.records import DownstreamFunction
 
 STOP_GRAM = 40  # a gram in more upstream functions than this is not used to find candidates
 SAME_NAME_FACTOR = 0.75  # a same-name copy needs only 3/4 of the threshold (0.45 for 0.6)
@@ -40,48 +40,6 @@ assert array("I").itemsize == 4, "uint32 array needed for packed fingerprints"
 MIN_GRAMS = 8  # functions smaller than this are too generic to call a fork
 MIN_FILE_LINES = 15  # files with fewer distinct non-trivial lines are not compared
 MIN_LINE_CHARS = 12
-
-
-def _pack(values: Iterable[int]) -> bytes:
-    return array("I", sorted(set(values))).tobytes()
-
-
-@dataclass(frozen=True)
-class Fingerprint:
-    """Gram hashes of a function's normalised logical lines (see :func:`line_grams`).
-
-    Stored packed (bytes of uint32) so that a cached index of a whole tree loads fast;
-    the set is built on first use.
-    """
-
-    packed: bytes
-    tokens: int  # non-trivial logical lines
-
-    @classmethod
-    def of(cls, grams: Iterable[int], tokens: int) -> Fingerprint:
-        return cls(_pack(grams), tokens)
-
-    @cached_property
-    def grams(self) -> frozenset[int]:
-        return frozenset(array("I", self.packed))
-
-    def __len__(self) -> int:
-        return len(self.packed) // 4
-
-
-@dataclass(frozen=True)
-class LinesFingerprint:
-    """Hashes of a file's normalised non-trivial lines (packed like :class:`Fingerprint`)."""
-
-    packed: bytes
-
-    @cached_property
-    def lines(self) -> frozenset[int]:
-        return frozenset(array("I", self.packed))
-
-    def __len__(self) -> int:
-        return len(self.packed) // 4
-
 
 _COMMENT_BYTES = re.compile(rb"#[^\n]*")
 _BLANK_BYTES = b" \t\r\f\v"  # the whitespace dropped, newlines kept
@@ -230,7 +188,7 @@ def lines_fingerprint(text: str) -> LinesFingerprint:
 
 def lines_fingerprint_of(lines: list[str]) -> LinesFingerprint:
     kept = [line for line in lines if len(line) >= MIN_LINE_CHARS]
-    return LinesFingerprint(_pack(map(zlib.crc32, map(str.encode, kept))))
+    return LinesFingerprint(pack_hashes(map(zlib.crc32, map(str.encode, kept))))
 
 
 def find_forked_functions(

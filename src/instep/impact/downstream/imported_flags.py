@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from instep.impact.downstream.pruning import statements_in_walk_order
-from instep.impact.downstream.records import DownstreamFileIndex
-from instep.impact.downstream.version_gates import GateLookup, GateSpan, flag_name
+from instep.impact.downstream.records import DownstreamFileIndex, GateSpan
+from instep.impact.downstream.version_gates import GateLookup, flag_name
 
 
 @dataclass(frozen=True)

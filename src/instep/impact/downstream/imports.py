@@ -8,7 +8,8 @@ from __future__ import annotations
 import ast
 
 from instep.impact.downstream.handles import apply_handles
-from instep.impact.downstream.scope import Local, Scope, line_snippet
+from instep.impact.downstream.records import Local
+from instep.impact.downstream.scope import Scope, line_snippet
 from instep.impact.model import CouplingKind, Reference
 from instep.pyindex.registrations import dotted_name
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import ast
 
 from instep.impact.downstream.handles import config_key
+from instep.impact.downstream.records import HelperSpec, Local, LocalKind
 from instep.impact.downstream.registration_sites import RegistrationSites
-from instep.impact.downstream.scope import HelperSpec, Local, LocalKind, line_snippet
+from instep.impact.downstream.scope import line_snippet
 from instep.impact.model import CouplingKind, Reference
 from instep.pyindex.registrations import dotted_name, item_assignment, registry_entries
 

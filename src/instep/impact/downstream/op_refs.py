@@ -121,37 +121,9 @@ class _Walker:
         if i == len(maybe) or maybe[i] > (node.end_lineno or node.lineno):
             return
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            for d in node.decorator_list:
-                self.expr(d)
-            if isinstance(node, ast.ClassDef):
-                for b in (*node.bases, *node.keywords):
-                    self.expr(b)
-            else:
-                for d in (*node.args.defaults, *node.args.kw_defaults):
-                    if d is not None:
-                        self.expr(d)
-            self.owners.append(node.name)
-            fn = not isinstance(node, ast.ClassDef)
-            self.in_def += fn
-            self.stmts(node.body)
-            self.in_def -= fn
-            self.owners.pop()
+            self.definition(node)
         elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
-            outer = self.guard
-            if any(_catches_attribute_error(h) for h in node.handlers):  # type: ignore[attr-defined]
-                handlers = ", ".join(
-                    ast.unparse(h.type) if h.type is not None else "everything"
-                    for h in node.handlers  # type: ignore[attr-defined]
-                )
-                self.guard = VersionGate(
-                    self.path, node.lineno, f"try/except {handlers}", "try_except"
-                )
-            self.stmts(node.body)  # type: ignore[attr-defined]
-            self.guard = outer
-            for h in node.handlers:  # type: ignore[attr-defined]
-                self.stmts(h.body)
-            self.stmts(node.orelse)  # type: ignore[attr-defined]
-            self.stmts(node.finalbody)  # type: ignore[attr-defined]
+            self.try_stmt(node)
         elif (
             isinstance(node, (ast.Assign, ast.AnnAssign))
             and not self.in_def
@@ -174,6 +146,41 @@ class _Walker:
                             self.expr(item)
                 elif isinstance(value, ast.AST):
                     self.expr(value)
+
+    def definition(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
+        """A def or class: its decorators, bases and defaults run at import, its body
+        belongs to it."""
+        for d in node.decorator_list:
+            self.expr(d)
+        if isinstance(node, ast.ClassDef):
+            for b in (*node.bases, *node.keywords):
+                self.expr(b)
+        else:
+            for d in (*node.args.defaults, *node.args.kw_defaults):
+                if d is not None:
+                    self.expr(d)
+        self.owners.append(node.name)
+        fn = not isinstance(node, ast.ClassDef)
+        self.in_def += fn
+        self.stmts(node.body)
+        self.in_def -= fn
+        self.owners.pop()
+
+    def try_stmt(self, node) -> None:
+        """A ``try`` (or ``try``/``except*``): its body is guarded when a handler catches
+        AttributeError."""
+        outer = self.guard
+        if any(_catches_attribute_error(h) for h in node.handlers):
+            handlers = ", ".join(
+                ast.unparse(h.type) if h.type is not None else "everything" for h in node.handlers
+            )
+            self.guard = VersionGate(self.path, node.lineno, f"try/except {handlers}", "try_except")
+        self.stmts(node.body)
+        self.guard = outer
+        for h in node.handlers:
+            self.stmts(h.body)
+        self.stmts(node.orelse)
+        self.stmts(node.finalbody)
 
     # expressions -----------------------------------------------------------------
     def expr(self, node: ast.AST) -> None:

@@ -12,16 +12,16 @@ from __future__ import annotations
 import ast
 from dataclasses import replace
 
-from instep.impact.downstream.records import CallSite, DownstreamFunction
-from instep.impact.downstream.scope import (
+from instep.impact.downstream.records import (
     Arg,
     ArgKind,
+    CallSite,
+    DownstreamFunction,
     HelperSpec,
     Local,
     LocalKind,
-    Scope,
-    line_snippet,
 )
+from instep.impact.downstream.scope import Scope, line_snippet
 from instep.impact.model import CouplingKind, Reference
 
 

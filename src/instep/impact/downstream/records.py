@@ -1,17 +1,146 @@
 """What the downstream index keeps per file: defs, classes, calls to possible patch
-helpers, and the :class:`DownstreamFileIndex` (cached by content, pickled). Data only.
+helpers, the gates and refusals of version checks, and the :class:`DownstreamFileIndex`
+(cached by content, pickled). Data only: every type a record holds is defined here or
+below (``impact/model.py``, ``pyindex/model.py``, :mod:`version_predicates`), never in the
+modules that build or read the records (``scope``, ``forks``, ``version_gates``,
+``version_refusals``, ``coupling_index``, ``tree_index``), which import it.
 """
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from enum import Enum
+from functools import cached_property
+from typing import NamedTuple
 
-from instep.impact.downstream import forks
-from instep.impact.downstream.scope import Arg, HelperSpec, Local
-from instep.impact.downstream.version_gates import GateSpan
-from instep.impact.downstream.version_refusals import Refusal
+from instep.impact.downstream.version_predicates import Predicate
 from instep.impact.model import Reference, VersionGate
 from instep.pyindex.model import Registration
+
+# --- names and call arguments (scope.py reads and binds them) ---------------------------
+
+
+class LocalKind(Enum):
+    DEF = "def"
+    CLASS = "class"
+
+
+class Local(NamedTuple):
+    """A name bound to a def or class of the file being indexed (``qualname`` may go on
+    into its attributes: ``C.m``), as opposed to an absolute dotted name (a ``str``)."""
+
+    kind: LocalKind
+    qualname: str
+
+
+#: What a name is bound to: an absolute dotted name, a local def/class, or unknown.
+Binding = str | Local | None
+
+
+class ArgKind(Enum):
+    UPSTREAM = "up"  # an upstream object (absolute dotted name)
+    DOWNSTREAM = "dn"  # a downstream object of another module (absolute dotted name)
+    LOCAL = "fn"  # a def or class of this file (a Local)
+    STRING = "str"  # a string constant
+
+
+class Arg(NamedTuple):
+    """What a call passes at one position or keyword, when it is statically known."""
+
+    kind: ArgKind
+    value: str | Local
+
+
+@dataclass(frozen=True)
+class HelperSpec:
+    """A downstream patch helper: ``setattr(<obj param>, <name param>, value)``."""
+
+    params: tuple[str, ...]
+    obj: str
+    name: str
+    value: str | None  # parameter holding the replacement; None: decorator factory
+    dotted_name: bool  # the name parameter is a dotted path below obj
+
+
+# --- fork fingerprints (forks.py computes and matches them) ------------------------------
+
+
+def pack_hashes(values: Iterable[int]) -> bytes:
+    return array("I", sorted(set(values))).tobytes()
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """Gram hashes of a function's normalised logical lines (see :func:`line_grams`).
+
+    Stored packed (bytes of uint32) so that a cached index of a whole tree loads fast;
+    the set is built on first use.
+    """
+
+    packed: bytes
+    tokens: int  # non-trivial logical lines
+
+    @classmethod
+    def of(cls, grams: Iterable[int], tokens: int) -> Fingerprint:
+        return cls(pack_hashes(grams), tokens)
+
+    @cached_property
+    def grams(self) -> frozenset[int]:
+        return frozenset(array("I", self.packed))
+
+    def __len__(self) -> int:
+        return len(self.packed) // 4
+
+
+@dataclass(frozen=True)
+class LinesFingerprint:
+    """Hashes of a file's normalised non-trivial lines (packed like :class:`Fingerprint`)."""
+
+    packed: bytes
+
+    @cached_property
+    def lines(self) -> frozenset[int]:
+        return frozenset(array("I", self.packed))
+
+    def __len__(self) -> int:
+        return len(self.packed) // 4
+
+
+# --- version checks (version_gates.py, version_refusals.py read them) -------------------
+
+
+@dataclass(frozen=True)
+class GateSpan:
+    """A gate and the (inclusive) line span of the code it guards."""
+
+    gate: VersionGate
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A statement that refuses the upstream when ``when`` holds on its version."""
+
+    path: str
+    line: int
+    condition: str  # the test under which it refuses, as written ('not (...) and not (...)')
+    raises: str  # 'ValueError(...)', 'AssertionError', 'sys.exit(1)'
+    scope: str  # 'module' (the import fails) or the qualname of the function that fails
+    when: Predicate
+
+    def as_dict(self) -> dict[str, str]:
+        return {
+            "at": f"{self.path}:{self.line}",
+            "condition": self.condition,
+            "raises": self.raises,
+            "scope": self.scope,
+        }
+
+
+# --- the index of one file ---------------------------------------------------------------
 
 
 @dataclass
@@ -24,7 +153,7 @@ class DownstreamFunction:
     end_line: int
     signature: str
     body_hash: str
-    fingerprint: forks.Fingerprint
+    fingerprint: Fingerprint
     registrations: tuple[Registration, ...] = ()
     snippet: str = ""
     upstream_calls: frozenset[str] = frozenset()  # upstream dotted names it calls
@@ -65,7 +194,7 @@ class DownstreamFileIndex:
     references: list[Reference] = field(default_factory=list)
     functions: list[DownstreamFunction] = field(default_factory=list)
     gates: list[VersionGate] = field(default_factory=list)
-    lines_fingerprint: forks.LinesFingerprint | None = None
+    lines_fingerprint: LinesFingerprint | None = None
     error: str | None = None
     # for cross-file resolution (DownstreamIndex)
     module: str = ""

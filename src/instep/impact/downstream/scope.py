@@ -3,8 +3,9 @@
 A name is bound to an absolute dotted name (``str``), to a def or class of the same file
 (:class:`Local`), or to nothing known (``None``); :meth:`Scope.resolve` turns a
 Name/Attribute chain into one of them. A call argument that the patch-helper analysis
-reads is an :class:`Arg`. :class:`Scope` also emits references (``ref``, ``use``,
-``pending_use``) and tracks how upstream callables are called. The recognisers of each
+reads is an :class:`Arg` (these types are records': ``downstream/records.py``).
+:class:`Scope` also emits references (``ref``, ``use``, ``pending_use``) and tracks how
+upstream callables are called. The recognisers of each
 coupling kind build on it (``imports``, ``definitions``, ``monkeypatches``,
 ``registration_sites``, ``patch_helpers``, ``c_shim_names``); walking the tree is
 ``coupling_index``'s. Nothing here visits nodes by itself.
@@ -15,65 +16,27 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from enum import Enum
-from typing import TYPE_CHECKING, NamedTuple
 
 from instep.impact.downstream.ast_children import children
 from instep.impact.downstream.handles import apply_handles, config_key
 from instep.impact.downstream.pruning import HotLines
+from instep.impact.downstream.records import (
+    Binding,
+    CallSite,
+    DownstreamClass,
+    DownstreamFunction,
+    HelperSpec,
+    Local,
+    LocalKind,
+)
 from instep.impact.model import CouplingKind, Reference
 from instep.impact.upstream.c_shims import shim_name_pattern
 from instep.pyindex.model import module_of
 from instep.pyindex.registrations import dotted_name
 from instep.pyindex.signatures import call_shape
 
-if TYPE_CHECKING:
-    from instep.impact.downstream.records import CallSite, DownstreamClass, DownstreamFunction
-
 MAX_CALL_SHAPES = 16  # distinct ways of calling one upstream callable judged per place
 SNIPPET_CHARS = 160
-
-
-class LocalKind(Enum):
-    DEF = "def"
-    CLASS = "class"
-
-
-class Local(NamedTuple):
-    """A name bound to a def or class of the file being indexed (``qualname`` may go on
-    into its attributes: ``C.m``), as opposed to an absolute dotted name (a ``str``)."""
-
-    kind: LocalKind
-    qualname: str
-
-
-#: What a name is bound to: an absolute dotted name, a local def/class, or unknown.
-Binding = str | Local | None
-
-
-class ArgKind(Enum):
-    UPSTREAM = "up"  # an upstream object (absolute dotted name)
-    DOWNSTREAM = "dn"  # a downstream object of another module (absolute dotted name)
-    LOCAL = "fn"  # a def or class of this file (a Local)
-    STRING = "str"  # a string constant
-
-
-class Arg(NamedTuple):
-    """What a call passes at one position or keyword, when it is statically known."""
-
-    kind: ArgKind
-    value: str | Local
-
-
-@dataclass(frozen=True)
-class HelperSpec:
-    """A downstream patch helper: ``setattr(<obj param>, <name param>, value)``."""
-
-    params: tuple[str, ...]
-    obj: str
-    name: str
-    value: str | None  # parameter holding the replacement; None: decorator factory
-    dotted_name: bool  # the name parameter is a dotted path below obj
 
 
 def line_snippet(lines: list[str], line: int) -> str:

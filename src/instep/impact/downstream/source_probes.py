@@ -53,7 +53,7 @@ class ProbeReader:
 
     def __init__(self, tree: ast.Module, conds, statements: Iterable[ast.AST] | None = None):
         self.aliases = module_aliases(tree, statements)
-        self.conds = conds  # version_gates._Conditions: version comparisons -> ranges
+        self.conds = conds  # version_conditions.Conditions: version comparisons -> ranges
         self.constants: dict[str, SourceProbe] = {}
         self.functions: dict[str, SourceProbe] = {}
         self._definitions(tree)

@@ -13,11 +13,14 @@ from instep.impact.downstream.handles import apply_handles, config_key
 from instep.impact.downstream.imported_flags import resolve_imported_flags
 from instep.impact.downstream.patch_helpers import apply_function, helper_patch
 from instep.impact.downstream.records import (
+    ArgKind,
     DownstreamClass,
     DownstreamFileIndex,
     DownstreamFunction,
+    HelperSpec,
+    Local,
 )
-from instep.impact.downstream.scope import ArgKind, HelperSpec, Local, line_snippet
+from instep.impact.downstream.scope import line_snippet
 from instep.impact.downstream.subclasses import ancestors, subclass_refs
 from instep.impact.downstream.version_gates import GateLookup
 from instep.impact.model import CouplingKind, Reference

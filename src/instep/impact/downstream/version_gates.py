@@ -21,21 +21,22 @@ import ast
 import bisect
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from instep.impact.downstream import source_probes
+from instep.impact.downstream.records import GateSpan
+from instep.impact.downstream.version_conditions import (
+    Conditions,
+    Range,
+    Version,
+    bump,
+    fmt_version,
+    literal_version,
+    negate,
+    parse_version,
+)
 from instep.impact.model import VersionGate
 from instep.pyindex.registrations import dotted_name
 
-Version = tuple[int, ...]
-Range = tuple["Version | None", "Version | None"]  # (min inclusive, max exclusive)
-
-_VERSION_STR = re.compile(r"^\s*v?(\d+(?:\.\d+)*)")
-_HELPER = re.compile(
-    r"version.*_(ge|gte|gt|lt|le|lte|at_least|atleast|less_than|older_than|newer_than|before"
-    r"|after|since|below)$|^(is_)?torch_(ge|gt|lt|le)_?\d*$|^(is_)?torch_version_(ge|gt|lt|le)",
-    re.IGNORECASE,
-)
 _COMPAT = re.compile(r"#\s*COMPAT\s*\(\s*(>=|<=|>|<|==)?\s*([^)]*)\)\s*:?(.*)")
 _PR = re.compile(r"pytorch\s*#\s*(\d+)|pytorch/pull/(\d+)", re.IGNORECASE)
 _CAN_REMOVE = re.compile(
@@ -59,167 +60,6 @@ def _may_gate(source: str) -> bool:
 
 _PLAIN_VERSION = re.compile(r"\d+(?:\.\d+)+")
 _MIN_SUPPORTED = re.compile(r"^MIN_SUPPORTED\w*$")
-
-
-@dataclass(frozen=True)
-class GateSpan:
-    """A gate and the (inclusive) line span of the code it guards."""
-
-    gate: VersionGate
-    start: int
-    end: int
-
-
-def parse_version(value: object) -> Version | None:
-    """'2.14.1+cpu' / (2, 14) / '2.14' -> (2, 14, 1) / (2, 14) / (2, 14); None otherwise."""
-    if isinstance(value, tuple) and value and all(isinstance(v, int) for v in value):
-        return tuple(value)
-    if isinstance(value, str):
-        m = _VERSION_STR.match(value)
-        if m:
-            return tuple(int(p) for p in m.group(1).split("."))
-    return None
-
-
-def _fmt(v: Version | None) -> str:
-    return ".".join(map(str, v)) if v else "?"
-
-
-def _bump(v: Version) -> Version:
-    return (*v[:-1], v[-1] + 1)
-
-
-def _literal_version(node: ast.AST) -> Version | None:
-    if isinstance(node, ast.Constant):
-        return parse_version(node.value)
-    if isinstance(node, ast.Tuple):
-        vals = []
-        for elt in node.elts:
-            if not (isinstance(elt, ast.Constant) and isinstance(elt.value, int)):
-                return None
-            vals.append(elt.value)
-        return tuple(vals) if vals else None
-    if isinstance(node, ast.Call) and len(node.args) == 1 and _callee(node) in _PARSERS:
-        return _literal_version(node.args[0])
-    return None
-
-
-_PARSERS = {"Version", "parse", "parse_version", "LooseVersion", "StrictVersion", "_parse"}
-
-
-def _callee(call: ast.Call) -> str:
-    f = call.func
-    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
-
-
-def _is_current_version(node: ast.AST) -> bool:
-    """torch.__version__, CURRENT_VERSION, TORCH_VERSION, Version(torch.__version__)..."""
-    if isinstance(node, ast.Call):
-        if _callee(node) in _PARSERS and node.args:
-            return _is_current_version(node.args[0])
-        return False
-    if isinstance(node, ast.Subscript):  # torch.__version__[:3], CURRENT_VERSION[:2]
-        return _is_current_version(node.value)
-    name = (
-        node.attr
-        if isinstance(node, ast.Attribute)
-        else node.id
-        if isinstance(node, ast.Name)
-        else ""
-    )
-    low = name.lower()
-    if "version" not in low or "info" in low or "min_supported" in low:
-        return False  # sys.version_info is Python's; MIN_SUPPORTED is a bound, not current
-    return not _MIN_SUPPORTED.match(name)
-
-
-def _flip(op: ast.cmpop) -> ast.cmpop:
-    return {ast.Gt: ast.Lt(), ast.Lt: ast.Gt(), ast.GtE: ast.LtE(), ast.LtE: ast.GtE()}.get(
-        type(op), op
-    )
-
-
-def _range_of_compare(op: ast.cmpop, v: Version) -> Range | None:
-    if isinstance(op, ast.GtE):
-        return (v, None)
-    if isinstance(op, ast.Gt):
-        return (_bump(v), None)
-    if isinstance(op, ast.Lt):
-        return (None, v)
-    if isinstance(op, ast.LtE):
-        return (None, _bump(v))
-    if isinstance(op, ast.Eq):
-        return (v, _bump(v))
-    return None
-
-
-def _negate(r: Range) -> Range | None:
-    lo, hi = r
-    if lo is not None and hi is None:
-        return (None, lo)
-    if hi is not None and lo is None:
-        return (hi, None)
-    return None
-
-
-def _intersect(a: Range, b: Range) -> Range:
-    lo = max((v for v in (a[0], b[0]) if v is not None), default=None)
-    hi = min((v for v in (a[1], b[1]) if v is not None), default=None)
-    return (lo, hi)
-
-
-class _Conditions:
-    """Evaluates a test expression to a version range, knowing module-level constants."""
-
-    def __init__(self) -> None:
-        self.constants: dict[str, Range] = {}
-        self.flags: dict[str, tuple[object, object]] = {}  # flag -> (when true, when false)
-        self.probes = None  # source_probes.ProbeReader, for modules that may probe upstream
-
-    def range_of(self, test: ast.AST) -> Range | None:
-        if isinstance(test, ast.Compare) and len(test.ops) == 1:
-            left, op, right = test.left, test.ops[0], test.comparators[0]
-            if _is_current_version(left) and (v := _literal_version(right)) is not None:
-                return _range_of_compare(op, v)
-            if _is_current_version(right) and (v := _literal_version(left)) is not None:
-                return _range_of_compare(_flip(op), v)
-            return None
-        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-            inner = self.range_of(test.operand)
-            return _negate(inner) if inner else None
-        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-            ranges = [self.range_of(v) for v in test.values]
-            known = [r for r in ranges if r is not None]
-            if not known:
-                return None
-            out: Range = (None, None)
-            for r in known:
-                out = _intersect(out, r)
-            return out
-        if isinstance(test, ast.Name):
-            return self.constants.get(test.id)
-        if isinstance(test, ast.Call):
-            return self._helper_call(test)
-        return None
-
-    def _helper_call(self, call: ast.Call) -> Range | None:
-        name = _callee(call)
-        m = _HELPER.search(name)
-        if not m or not call.args:
-            return None
-        v = _literal_version(call.args[-1])
-        if v is None:
-            return None
-        word = next(g for g in m.groups() if g and not g.startswith("is")).lower()
-        if word in {"ge", "gte", "at_least", "atleast", "since"}:
-            return (v, None)
-        if word in {"gt", "newer_than", "after"}:
-            return (_bump(v), None)
-        if word in {"lt", "less_than", "older_than", "before", "below"}:
-            return (None, v)
-        if word in {"le", "lte"}:
-            return (None, _bump(v))
-        return None
 
 
 def _gate(path: str, line: int, condition: str, kind: str, rng: Range | None, **kw) -> VersionGate:
@@ -293,7 +133,7 @@ def gate_spans(
     in ``pruning.statements_in_walk_order``, where the caller has them."""
     if not flags and not _may_gate(source):
         return []
-    conds = _Conditions()
+    conds = Conditions()
     conds.flags = dict(flags or {})
     for stmt in tree.body:  # module constants: IS_TORCH_214 = CURRENT_VERSION >= (2, 14)
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
@@ -321,7 +161,7 @@ def gate_spans(
 
 
 def _if_gates(
-    stmt: ast.If, rest: list[ast.stmt], conds: _Conditions, path: str, spans: list[GateSpan]
+    stmt: ast.If, rest: list[ast.stmt], conds: Conditions, path: str, spans: list[GateSpan]
 ) -> None:
     probe = conds.probes.gate_test(stmt.test) if conds.probes is not None else None
     if probe is not None:
@@ -370,7 +210,7 @@ def _version_if_gates(
             _block_end(stmt.body),
         )
     )
-    neg = None if partial else _negate(rng)
+    neg = None if partial else negate(rng)
     if stmt.orelse and neg is not None:
         spans.append(
             GateSpan(
@@ -566,7 +406,7 @@ def _comment_gates(
         if rem:
             hi = (int(rem.group(1)), int(rem.group(2)))
         elif ver and op in {"<", "<="}:
-            hi = ver if op == "<" else _bump(ver)
+            hi = ver if op == "<" else bump(ver)
         elif ver:
             lo = ver
         k = bisect.bisect_left(starts, i + 1)  # first statement at or after the next line
@@ -613,7 +453,7 @@ def min_supported_in(tree: ast.Module) -> Version | None:
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             if any(isinstance(t, ast.Name) and _MIN_SUPPORTED.match(t.id) for t in targets):
-                v = _literal_version(stmt.value)
+                v = literal_version(stmt.value)
                 if v is not None:
                     return v
     return None
@@ -639,13 +479,14 @@ def compat_debt(
         if hi is not None and lo_s >= hi:
             if g.kind == "compat_comment":
                 reason = (
-                    f"{where}: CAN REMOVE (needed only before torch {_fmt(hi)}); "
-                    f"minimum supported is {_fmt(lo_s)}"
+                    f"{where}: CAN REMOVE (needed only before torch {fmt_version(hi)}); "
+                    f"minimum supported is {fmt_version(lo_s)}"
                 )
             else:
                 reason = (
                     f"{where}: `{g.condition}` is always false: it runs only on torch < "
-                    f"{_fmt(hi)} and the minimum supported is {_fmt(lo_s)}; remove the gated code"
+                    f"{fmt_version(hi)} and the minimum supported is {fmt_version(lo_s)}; "
+                    "remove the gated code"
                 )
             out.append((g, reason))
         elif (
@@ -657,13 +498,13 @@ def compat_debt(
         ):
             reason = (
                 f"{where}: `{g.condition}` is always true since the minimum supported torch "
-                f"{_fmt(lo_s)} >= {_fmt(lo)}; drop the check and its other branch"
+                f"{fmt_version(lo_s)} >= {fmt_version(lo)}; drop the check and its other branch"
             )
             out.append((g, reason))
         elif lo is not None and hi is not None and (hi_s < lo or lo_s >= hi):
             reason = (
-                f"{where}: `{g.condition}` never holds for torch {_fmt(lo_s)}..{_fmt(hi_s)}; "
-                "remove the gated code"
+                f"{where}: `{g.condition}` never holds for torch "
+                f"{fmt_version(lo_s)}..{fmt_version(hi_s)}; remove the gated code"
             )
             out.append((g, reason))
     return out

@@ -22,95 +22,26 @@ from __future__ import annotations
 import ast
 import bisect
 import re
-from dataclasses import dataclass
 
-from instep.impact.downstream import version_gates as vg
+from instep.impact.downstream import version_conditions as vc
+from instep.impact.downstream.records import Refusal
+from instep.impact.downstream.version_predicates import (
+    All,
+    AnyOf,
+    Const,
+    Contains,
+    InRange,
+    Not,
+    OneOf,
+    Predicate,
+    Prefix,
+    Unknown,
+    Version,
+    holds,
+)
 from instep.pyindex.registrations import dotted_name
 
-Version = tuple[int, ...]
 _MAX_TEXT = 200
-
-
-@dataclass(frozen=True)
-class InRange:
-    """``lo <= version < hi`` (either bound may be None)."""
-
-    lo: Version | None
-    hi: Version | None
-
-
-@dataclass(frozen=True)
-class Prefix:
-    """``version_string.startswith(prefixes)``, as Python does it ("2.10" starts with "2.1")."""
-
-    prefixes: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class OneOf:
-    """``version in (v1, v2, ...)``, each compared on its own number of components."""
-
-    values: tuple[Version, ...]
-
-
-@dataclass(frozen=True)
-class Contains:
-    """``"2.1." in version_string``."""
-
-    needle: str
-
-
-@dataclass(frozen=True)
-class Const:
-    value: bool
-
-
-@dataclass(frozen=True)
-class Unknown:
-    """A test that is not about the upstream version (an environment flag, a config)."""
-
-
-@dataclass(frozen=True)
-class Not:
-    inner: Predicate
-
-
-@dataclass(frozen=True)
-class All:
-    parts: tuple[Predicate, ...]
-
-
-@dataclass(frozen=True)
-class AnyOf:
-    parts: tuple[Predicate, ...]
-
-
-Predicate = InRange | Prefix | OneOf | Contains | Const | Unknown | Not | All | AnyOf
-
-
-def holds(p: Predicate, version: Version) -> bool | None:
-    """Whether ``p`` is true on ``version``; None when an unknown test decides it."""
-    text = ".".join(map(str, version))
-    if isinstance(p, InRange):
-        return (p.lo is None or version >= p.lo) and (p.hi is None or version < p.hi)
-    if isinstance(p, Prefix):
-        return text.startswith(p.prefixes)
-    if isinstance(p, OneOf):
-        return any(version[: len(v)] == v for v in p.values)
-    if isinstance(p, Contains):
-        return p.needle in text
-    if isinstance(p, Const):
-        return p.value
-    if isinstance(p, Not):
-        inner = holds(p.inner, version)
-        return None if inner is None else not inner
-    if isinstance(p, (All, AnyOf)):
-        values = [holds(q, version) for q in p.parts]
-        decisive = isinstance(p, AnyOf)  # True decides an or, False an and
-        if decisive in values:
-            return decisive
-        return None if None in values else not decisive
-    return None
 
 
 def _about_version(p: Predicate) -> bool:
@@ -121,26 +52,6 @@ def _about_version(p: Predicate) -> bool:
     if isinstance(p, (All, AnyOf)):
         return any(_about_version(q) for q in p.parts)
     return False
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """A statement that refuses the upstream when ``when`` holds on its version."""
-
-    path: str
-    line: int
-    condition: str  # the test under which it refuses, as written ('not (...) and not (...)')
-    raises: str  # 'ValueError(...)', 'AssertionError', 'sys.exit(1)'
-    scope: str  # 'module' (the import fails) or the qualname of the function that fails
-    when: Predicate
-
-    def as_dict(self) -> dict[str, str]:
-        return {
-            "at": f"{self.path}:{self.line}",
-            "condition": self.condition,
-            "raises": self.raises,
-            "scope": self.scope,
-        }
 
 
 def new_refusals(refusals: list[Refusal], old: Version, new: Version) -> list[Refusal]:
@@ -173,9 +84,7 @@ class _Reader:
         """``torch.__version__`` (sliced, parsed) or a name derived from it."""
         if isinstance(node, ast.Call):
             return (
-                bool(node.args)
-                and vg._callee(node) in vg._PARSERS
-                and self.is_current(node.args[0])
+                bool(node.args) and vc.callee(node) in vc.PARSERS and self.is_current(node.args[0])
             )
         if isinstance(node, ast.Subscript):
             return self.is_current(node.value)
@@ -187,7 +96,7 @@ class _Reader:
         if isinstance(node, ast.Name):
             low = node.id.lower()
             return node.id in self.derived or (
-                vg._is_current_version(node) and any(r.lower() in low for r in self.roots)
+                vc.is_current_version(node) and any(r.lower() in low for r in self.roots)
             )
         return False
 
@@ -255,7 +164,7 @@ class _Reader:
                 if all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in elts):
                     return Prefix(tuple(e.value for e in elts))  # type: ignore[union-attr]
             return Unknown()
-        rng = vg._Conditions()._helper_call(call)
+        rng = vc.Conditions()._helper_call(call)
         return InRange(*rng) if rng is not None else Unknown()
 
     def _compare(self, left: ast.AST, op: ast.cmpop, right: ast.AST) -> Predicate:
@@ -265,10 +174,10 @@ class _Reader:
         if isinstance(op, ast.NotEq):
             eq = self._compare(left, ast.Eq(), right)
             return eq if isinstance(eq, Unknown) else Not(eq)
-        if self.is_current(left) and (v := vg._literal_version(right)) is not None:
-            rng = vg._range_of_compare(op, v)
-        elif self.is_current(right) and (v := vg._literal_version(left)) is not None:
-            rng = vg._range_of_compare(vg._flip(op), v)
+        if self.is_current(left) and (v := vc.literal_version(right)) is not None:
+            rng = vc.range_of_compare(op, v)
+        elif self.is_current(right) and (v := vc.literal_version(left)) is not None:
+            rng = vc.range_of_compare(vc.flip(op), v)
         else:
             return Unknown()
         return InRange(*rng) if rng is not None else Unknown()
@@ -282,7 +191,7 @@ class _Reader:
         ):
             return Contains(left.value)
         if self.is_current(left) and isinstance(right, (ast.Tuple, ast.List, ast.Set)):
-            values = [vg._literal_version(e) for e in right.elts]
+            values = [vc.literal_version(e) for e in right.elts]
             if values and all(v is not None for v in values):
                 return OneOf(tuple(values))  # type: ignore[arg-type]
         return Unknown()
@@ -377,7 +286,7 @@ class _Walk:
                 self.reader.derived.update(
                     a.asname or a.name
                     for a in stmt.names
-                    if vg._is_current_version(ast.Name(a.asname or a.name))
+                    if vc.is_current_version(ast.Name(a.asname or a.name))
                 )
 
     def _if(self, stmt: ast.If, when: tuple, texts: tuple, scope: str, prefix: str) -> None:

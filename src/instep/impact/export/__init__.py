@@ -19,20 +19,21 @@ FORMATS = ("md", "csv", "json", "html")
 
 
 def _renderer(fmt: str) -> Callable[..., str]:
+    # each renderer is imported when its format is asked for (jinja2 for HTML alone)
     if fmt == "md":
-        from instep.impact.export.markdown import render_markdown
+        from instep.impact.export.markdown import render_markdown  # CLI start
 
         return render_markdown
     if fmt == "csv":
-        from instep.impact.export.csv_table import render_csv
+        from instep.impact.export.csv_table import render_csv  # CLI start
 
         return render_csv
     if fmt == "json":
-        from instep.impact.export.json_doc import render_json
+        from instep.impact.export.json_doc import render_json  # CLI start
 
         return render_json
     if fmt == "html":
-        from instep.impact.export.html_page import render_html
+        from instep.impact.export.html_page import render_html  # CLI start
 
         return render_html
     raise BadInput(f"--format: expected one of {', '.join(FORMATS)}, got '{fmt}'")

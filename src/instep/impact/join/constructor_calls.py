@@ -20,6 +20,7 @@ a rule (``facts.py`` calls it).
 
 from __future__ import annotations
 
+from instep.impact.join.fact_names import Fact
 from instep.impact.model import ChangeKind, CouplingKind, Reference, SymbolChange
 from instep.pyindex.model import SymbolKind
 from instep.pyindex.signatures import call_problems, parse_params
@@ -78,12 +79,12 @@ def constructor_facts(
     new = change.new.signature if change.new is not None else None
     if old is None or new is None:
         return frozenset(), []
-    out = {"constructor"}
+    out = {Fact.CONSTRUCTOR}
     problems: list[str] = []
-    if kind is CouplingKind.IMPORT_USE and "called_directly" in facts and ref.call_shapes:
+    if kind is CouplingKind.IMPORT_USE and Fact.CALLED_DIRECTLY in facts and ref.call_shapes:
         moved = [p for s in ref.call_shapes for p in _shift_only(s, old, new)]
-        if moved and "call_breaks" not in facts:
-            out.add("call_breaks")
+        if moved and Fact.CALL_BREAKS not in facts:
+            out.add(Fact.CALL_BREAKS)
             problems = [f"a call there {p}" for p in dict.fromkeys(moved)]
     elif (
         kind is CouplingKind.SUBCLASS_OVERRIDE
@@ -92,7 +93,7 @@ def constructor_facts(
     ):
         found = _breaks(ref.call_shapes, old, new)
         if found:
-            out.add("super_call_breaks")
+            out.add(Fact.SUPER_CALL_BREAKS)
             problems = [f"its super().__init__(...) {p}" for p in found]
     return frozenset(out), problems
 

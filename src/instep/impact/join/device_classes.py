@@ -23,7 +23,7 @@ import ast
 from collections.abc import Callable, Iterable
 
 from instep.impact.downstream.subclasses import members_defined
-from instep.impact.join.hook_names import load_registrars, registered_names
+from instep.impact.join.backend_handles import load_registrars, registered_names
 from instep.impact.join.skipped_init import downstream_mros
 
 UpClass = tuple[str, str]

@@ -30,9 +30,10 @@ from __future__ import annotations
 import ast
 import difflib
 import textwrap
-from collections.abc import Callable
+from collections.abc import Mapping
 
-from instep.impact.join.matchers import Join
+from instep.impact.join.fact_names import Fact
+from instep.impact.join.pass_api import Findings, Found, JoinInputs, JoinPass
 from instep.impact.join.skipped_init import (
     SkippedInit,
     _class_level,
@@ -45,7 +46,6 @@ from instep.impact.join.skipped_init import (
 from instep.impact.model import ChangeKind, CouplingKind, Reference, SymbolChange, UpstreamChange
 from instep.pyindex.model import SymbolKind
 
-Lines = Callable[[UpstreamChange, SymbolChange], tuple[list[str] | None, list[str] | None]]
 UpClass = tuple[str, str]
 _SETTERS = ("__init__", "__post_init__")
 _DYNAMIC = frozenset({"__getattr__", "__getattribute__"})
@@ -144,23 +144,15 @@ class DroppedAttributes:
     """Match ``self.<attr>`` assignments an upstream ``__init__`` drops to the downstream
     subclass methods that read ``<attr>``."""
 
-    def __init__(
-        self,
-        join: Join,
-        units: list[UpstreamChange],
-        lines_of: Lines,
-        down,
-        tree_of: Callable[[str], ast.Module | None],
-        read_down: Callable[[str], bytes | None],
-    ) -> None:
-        self.join = join
-        self.resolver = join.resolver
-        self.units = units
-        self.lines_of = lines_of
-        self.down = down
-        self.read_down = read_down
+    def __init__(self, inputs: JoinInputs) -> None:
+        self.resolver = inputs.resolver
+        self.units = inputs.units
+        self.lines_of = inputs.lines_of
+        self.down = inputs.down
+        self.read_down = inputs.read_down
         self._down_texts: dict[str, tuple[ast.Module | None, list[str]]] = {}
-        self.skipped = SkippedInit(self.resolver, tree_of, self._down_tree, {})
+        self.skipped = SkippedInit(self.resolver, inputs.calls.tree, self._down_tree, {})
+        self.found: list[Found] = []
 
     def _down_file(self, path: str) -> tuple[ast.Module | None, list[str]]:
         if path not in self._down_texts:
@@ -230,8 +222,8 @@ class DroppedAttributes:
             for name, (line, now) in dropped_attributes(old_fn, new_fn).items()
         }
 
-    def match(self) -> int:
-        """Add the INHERITED_ATTRIBUTE couplings; how many."""
+    def find(self) -> list[Found]:
+        """The INHERITED_ATTRIBUTE couplings, in the order they are to be added."""
         found = [
             (i, u, c, d)
             for i, u in enumerate(self.units)
@@ -239,93 +231,115 @@ class DroppedAttributes:
             if (d := self._dropped(u, c))
         ]
         if not found:
-            return 0
+            return self.found
         holders = self._holders()
-        before = sum(len(v) for v in self.join.out.values())
         for i, u, c, dropped in found:
             cls_q = c.qualname.rsplit(".", 1)[0]
             for name, info, mro in holders.get((c.module, cls_q), ()):
                 for attr, (old_line, now) in dropped.items():
                     self._reads(i, u, c, name, info, mro, attr, old_line, now)
-        return sum(len(v) for v in self.join.out.values()) - before
+        return self.found
 
     def _reads(self, i, u, c, name, info, mro, attr, old_line, now) -> None:
         """The couplings of one downstream class and one dropped attribute."""
         if self._upstream_gives(mro, attr) is not False:
             return
-        chain = []
-        for _, cinfo in self.skipped._down_chain(name):
-            node = find_class(self._down_tree(cinfo.path), cinfo.qualname)
-            if node is None:
-                return  # a downstream class not read: nothing proven
-            chain.append((cinfo, node))
-        setters: list[str] = []
-        for cinfo, node in chain:
-            if attr in _class_level(node) or _class_level(node) & _DYNAMIC:
-                return
-            for fn in _methods(node):
-                if attr in _stores(fn):
-                    if fn.name in _SETTERS:
-                        return  # the downstream sets it itself
-                    setters.append(f"`{cinfo.qualname}.{fn.name}` ({cinfo.path}:{fn.lineno})")
+        found = self._chain(name, attr)
+        if found is None:
+            return
+        chain, setters = found
         cls_q, member = c.qualname.rsplit(".", 1)
         old_path = c.old.path if c.old is not None else c.path
         new_at = f"{c.new.path}:{c.new.line}" if c.new is not None else c.path
         gone = f"the new one ({new_at}) " + (
             f"sets `self.{now}` there instead" if now else "no longer sets it"
         )
+        upstream = (
+            f"the old `{cls_q}.{member}` set it ({old_path}:{old_line}), {gone}, and no class "
+            f"of the new upstream MRO ({', '.join(f'`{q}`' for _, q in mro)}) sets it "
+            "elsewhere"
+        )
         for cinfo, node in chain:
             for fn in _methods(node):
-                loads = _plain_loads(fn, attr)
-                guards = _guarded_reads(fn, attr)
-                if not loads and not guards:
-                    continue
-                stored = [n.lineno for n in ast.walk(fn) if _is_store(n, attr)]
-                first = min(loads + guards)
-                if stored and min(stored) < first:
-                    continue  # the method sets it before reading it
-                plain = [ln for a, ln in unconditional_self_reads(fn.body) if a == attr]
-                facts = set()
-                if plain and not setters:
-                    facts.add("attribute_read_plain")
-                    line, how = plain[0], "outside any `if` or `try`"
-                elif loads:
-                    line = loads[0]
-                    how = (
-                        "only on a conditional path"
-                        if not plain
-                        else "while " + ", ".join(setters) + " may set it first"
-                    )
-                else:
-                    line, how = guards[0], "through `getattr`/`hasattr`, so it takes the fallback"
-                _, lines = self._down_file(cinfo.path)
-                snippet = lines[line - 1].strip() if 0 < line <= len(lines) else ""
-                owner = f"{cinfo.qualname}.{fn.name}"
-                detail = f"reads `self.{attr}`" + (f" (now `{now}`)" if now else "")
-                evidence = (
-                    f"`{owner}` reads `self.{attr}` ({cinfo.path}:{line}) {how}; the old "
-                    f"`{cls_q}.{member}` set it ({old_path}:{old_line}), {gone}, and no class "
-                    f"of the new upstream MRO ({', '.join(f'`{q}`' for _, q in mro)}) sets it "
-                    "elsewhere" + (": AttributeError" if "attribute_read_plain" in facts else "")
-                )
-                ref = Reference(
-                    CouplingKind.INHERITED_ATTRIBUTE,
-                    f"{c.module}.{c.qualname}",
-                    cinfo.path,
-                    line,
-                    snippet,
-                    detail=detail,
-                    owner=owner,
-                )
-                self.join.add(
-                    i,
-                    c,
-                    ref,
-                    CouplingKind.INHERITED_ATTRIBUTE,
-                    detail=detail,
-                    extra=frozenset(facts),
-                    evidence=evidence,
-                )
+                read = _read_of(fn, attr, setters)
+                if read is not None:
+                    self.found.append(self._coupling(i, c, cinfo, fn, attr, now, read, upstream))
+
+    def _chain(self, name: str, attr: str) -> tuple[list, list[str]] | None:
+        """The downstream class ``name`` and its downstream bases, each with its tree, and
+        the methods of theirs other than an ``__init__`` that set ``attr``; None when a
+        class of the chain is not read, gives ``attr`` at class level (or has
+        ``__getattr__``), or sets it in an ``__init__``."""
+        chain = []
+        for _, cinfo in self.skipped._down_chain(name):
+            node = find_class(self._down_tree(cinfo.path), cinfo.qualname)
+            if node is None:
+                return None  # a downstream class not read: nothing proven
+            chain.append((cinfo, node))
+        setters: list[str] = []
+        for cinfo, node in chain:
+            if attr in _class_level(node) or _class_level(node) & _DYNAMIC:
+                return None
+            for fn in _methods(node):
+                if attr in _stores(fn):
+                    if fn.name in _SETTERS:
+                        return None  # the downstream sets it itself
+                    setters.append(f"`{cinfo.qualname}.{fn.name}` ({cinfo.path}:{fn.lineno})")
+        return chain, setters
+
+    def _coupling(self, i, c, cinfo, fn, attr, now, read, upstream: str) -> Found:
+        """The coupling of the method ``fn`` of the downstream class ``cinfo`` reading
+        ``attr`` (``read``: :func:`_read_of`); ``upstream`` says what upstream dropped."""
+        line, how, facts = read
+        _, lines = self._down_file(cinfo.path)
+        snippet = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+        owner = f"{cinfo.qualname}.{fn.name}"
+        detail = f"reads `self.{attr}`" + (f" (now `{now}`)" if now else "")
+        evidence = f"`{owner}` reads `self.{attr}` ({cinfo.path}:{line}) {how}; {upstream}" + (
+            ": AttributeError" if Fact.ATTRIBUTE_READ_PLAIN in facts else ""
+        )
+        ref = Reference(
+            CouplingKind.INHERITED_ATTRIBUTE,
+            f"{c.module}.{c.qualname}",
+            cinfo.path,
+            line,
+            snippet,
+            detail=detail,
+            owner=owner,
+        )
+        return Found(
+            i,
+            c,
+            ref,
+            CouplingKind.INHERITED_ATTRIBUTE,
+            detail=detail,
+            extra=frozenset(facts),
+            evidence=evidence,
+        )
+
+
+def _read_of(fn: ast.AST, attr: str, setters: list[str]) -> tuple[int, str, set[Fact]] | None:
+    """How the method ``fn`` reads ``self.<attr>``: (line, how, facts); None when it does
+    not, or sets it before it reads it. ``setters``: other downstream methods that set it."""
+    loads = _plain_loads(fn, attr)
+    guards = _guarded_reads(fn, attr)
+    if not loads and not guards:
+        return None
+    stored = [n.lineno for n in ast.walk(fn) if _is_store(n, attr)]
+    first = min(loads + guards)
+    if stored and min(stored) < first:
+        return None  # the method sets it before reading it
+    plain = [ln for a, ln in unconditional_self_reads(fn.body) if a == attr]  # type: ignore[attr-defined]
+    if plain and not setters:
+        return plain[0], "outside any `if` or `try`", {Fact.ATTRIBUTE_READ_PLAIN}
+    if loads:
+        how = (
+            "only on a conditional path"
+            if not plain
+            else "while " + ", ".join(setters) + " may set it first"
+        )
+        return loads[0], how, set()
+    return guards[0], "through `getattr`/`hasattr`, so it takes the fallback", set()
 
 
 def _is_store(n: ast.AST, attr: str) -> bool:
@@ -336,3 +350,14 @@ def _is_store(n: ast.AST, attr: str) -> bool:
         and isinstance(n.value, ast.Name)
         and n.value.id == "self"
     )
+
+
+class InheritedAttributePass(JoinPass):
+    """inherited_attribute couplings (see the module's docstring)."""
+
+    name = "dropped attributes"
+    kinds = frozenset({CouplingKind.INHERITED_ATTRIBUTE})
+    counted_as = "inherited_attribute_couplings"
+
+    def run(self, inputs: JoinInputs, earlier: Mapping[str, Findings]) -> Findings:
+        return Findings(DroppedAttributes(inputs).find())

@@ -1,11 +1,12 @@
-"""Every fact a verdict rule (``verdict_rules.toml``, beside this module) reads, computed
+"""The facts a verdict rule (``verdict_rules.toml``, beside this module) reads that come
 from the evidence: the downstream reference, the upstream change and, for the facts that
 need the rest of the tree, what the join knows (the resolver, the overridden members,
-the names a file uses).
+the names a file uses). Every fact is a member of :class:`~instep.impact.join.fact_names.
+Fact`, which names this module or the pass that computes it.
 
 :func:`facts_for` is what :func:`~instep.impact.join.verdicts.decide` calls for every
-coupling; the join computes the tree-level facts here too (``registration_facts``,
-``override_facts``, ``member_facts``, :class:`DeadFallback`) and passes them as extra
+coupling; the passes compute the tree-level facts here too (``registration_facts``,
+``override_facts``, ``member_facts``, :class:`DeadFallback`) and pass them as extra
 facts. Nothing here matches references to changes or picks a rule.
 """
 
@@ -14,9 +15,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from instep.impact.downstream.version_refusals import holds
+from instep.impact.downstream.version_predicates import holds
 from instep.impact.join.constructor_calls import constructor_facts
-from instep.impact.model import ChangeKind, CouplingKind, Reference, SymbolChange
+from instep.impact.join.fact_names import Fact
+from instep.impact.model import ChangeKind, CouplingKind, Reference, SymbolChange, VersionGate
 from instep.impact.upstream.call_paths import CONSTRUCTION
 from instep.pyindex.model import SymbolKind
 from instep.pyindex.registrations import FALLBACK_CALLS, OVERRIDE_DECOMP, role_of
@@ -48,58 +50,23 @@ def facts_for(
 ) -> tuple[frozenset[str], list[str]]:
     """The facts that rules test, and the signature problems found (for the text)."""
     facts = set(extra)
-    problems: list[str] = []
-    gate = ref.gate
-    if gate is not None:
-        if (
-            gate.kind in ("hasattr", "try_import", "source_probe", "c_probe")
-            and "fallback_fails" not in facts
-            and not (gate.requires and "fallback_runs" in facts)
-        ):
-            facts.add("guarded")
-        if gate.min_version and (
-            _version_at_least(new_version, gate.min_version)
-            or (new_version is None and gate.kind == "compat_comment")
-        ):
-            facts.add("gated_for_new")
-        if gate.max_version and _version_at_least(new_version, gate.max_version):
-            facts.add("old_only")
-        if gate.predicate is not None and new_version is not None:
-            on_new = holds(gate.predicate, new_version)  # a version flag's condition
-            if on_new is True:
-                facts.add("gated_for_new")
-            elif on_new is False:
-                facts.add("old_only")
-    old_sig = change.old.signature if change.old is not None else None
-    new_sig = change.new.signature if change.new is not None else None
+    if ref.gate is not None:
+        facts |= _gate_facts(ref.gate, frozenset(facts), new_version)
     if change.aspects == {ChangeKind.ANNOTATION}:
-        facts.add("only_annotations")
-    if kind in REPLACING_KINDS and (ref.signature is not None or ref.body_hash is not None):
-        facts.add("has_replacement")
-        if ref.signature is not None and new_sig is not None:
-            method = change.symbol_kind is SymbolKind.METHOD
-            problems = incompatibilities(ref.signature, new_sig, method=method)
-            before = incompatibilities(ref.signature, old_sig, method=method) if old_sig else []
-            fresh = [p for p in problems if p not in before]
-            if fresh:
-                facts.add("incompatible")  # the change made the replacement stop fitting
-                problems = fresh
-            elif problems:
-                facts.add("incompatible_before")  # it did not fit the old signature either
-            if same_parameters(ref.signature, new_sig):
-                facts.add("same_as_new")
+        facts.add(Fact.ONLY_ANNOTATIONS)
+    problems = _replacement_facts(change, ref, kind, facts)
     if (
         kind is CouplingKind.IMPORT_USE
-        and "called_directly" in facts
+        and Fact.CALLED_DIRECTLY in facts
         and ref.call_shapes is not None
         and ChangeKind.SIGNATURE in change.aspects
     ):
         fit, broken = _calls_against(change, ref.call_shapes)
         if broken:
-            facts.add("call_breaks")
+            facts.add(Fact.CALL_BREAKS)
             problems = broken
         elif fit:
-            facts.add("calls_fit")
+            facts.add(Fact.CALLS_FIT)
     ctor, ctor_problems = constructor_facts(change, ref, kind, frozenset(facts))
     if ctor_problems:
         problems = ctor_problems
@@ -110,14 +77,70 @@ def facts_for(
         and ref.detail.startswith(("from ", "import "))
         and not change.aspects & {ChangeKind.VALUE, ChangeKind.SIGNATURE}
     ):
-        facts.add("import_line")  # binds a code object: its body runs only where it is used
+        facts.add(Fact.IMPORT_LINE)  # binds a code object: its body runs only where it is used
     if ref.calls_original:
-        facts.add("calls_original")
+        facts.add(Fact.CALLS_ORIGINAL)
     if ref.matched_version == "old":
-        facts.add("fork_old")
+        facts.add(Fact.FORK_OLD)
     elif ref.matched_version == "new":
-        facts.add("fork_new")
+        facts.add(Fact.FORK_NEW)
     return frozenset(facts), problems
+
+
+def _gate_facts(
+    gate: VersionGate, facts: frozenset[str], new_version: tuple[int, ...] | None
+) -> set[str]:
+    """The facts of the gate around the place: ``guarded`` (unless the fallback fails
+    too, or always runs), ``gated_for_new`` / ``old_only`` from its version range or
+    version flag on the new upstream."""
+    out: set[str] = set()
+    if (
+        gate.kind in ("hasattr", "try_import", "source_probe", "c_probe")
+        and Fact.FALLBACK_FAILS not in facts
+        and not (gate.requires and Fact.FALLBACK_RUNS in facts)
+    ):
+        out.add(Fact.GUARDED)
+    if gate.min_version and (
+        _version_at_least(new_version, gate.min_version)
+        or (new_version is None and gate.kind == "compat_comment")
+    ):
+        out.add(Fact.GATED_FOR_NEW)
+    if gate.max_version and _version_at_least(new_version, gate.max_version):
+        out.add(Fact.OLD_ONLY)
+    if gate.predicate is not None and new_version is not None:
+        on_new = holds(gate.predicate, new_version)  # a version flag's condition
+        if on_new is True:
+            out.add(Fact.GATED_FOR_NEW)
+        elif on_new is False:
+            out.add(Fact.OLD_ONLY)
+    return out
+
+
+def _replacement_facts(
+    change: SymbolChange, ref: Reference, kind: CouplingKind, facts: set[str]
+) -> list[str]:
+    """Add the facts of a place that puts its own function where upstream calls it (an
+    override, a patch, a same-role registration) to ``facts``; the problems of its
+    signature against the new one that the change made (or that were there before)."""
+    if kind not in REPLACING_KINDS or (ref.signature is None and ref.body_hash is None):
+        return []
+    facts.add(Fact.HAS_REPLACEMENT)
+    new_sig = change.new.signature if change.new is not None else None
+    if ref.signature is None or new_sig is None:
+        return []
+    old_sig = change.old.signature if change.old is not None else None
+    method = change.symbol_kind is SymbolKind.METHOD
+    problems = incompatibilities(ref.signature, new_sig, method=method)
+    before = incompatibilities(ref.signature, old_sig, method=method) if old_sig else []
+    fresh = [p for p in problems if p not in before]
+    if fresh:
+        facts.add(Fact.INCOMPATIBLE)  # the change made the replacement stop fitting
+        problems = fresh
+    elif problems:
+        facts.add(Fact.INCOMPATIBLE_BEFORE)  # it did not fit the old signature either
+    if same_parameters(ref.signature, new_sig):
+        facts.add(Fact.SAME_AS_NEW)
+    return problems
 
 
 def _calls_against(change: SymbolChange, shapes: tuple[str, ...]) -> tuple[bool, list[str]]:
@@ -184,9 +207,9 @@ def registration_facts(c: SymbolChange, r: Reference) -> tuple[bool, frozenset[s
     registrar, overload = _registration_parts(r.detail)
     same = _same_registration(c, r, registrar, overload)
     if not same:
-        role = frozenset({"other_role"}) | _cross_registry(c, r, registrar)
+        role = frozenset({Fact.OTHER_ROLE}) | _cross_registry(c, r, registrar)
     elif r.signature is None and r.body_hash is None and _falls_back(registrar):
-        role = frozenset({"masked_by_fallback"})  # no function of its own
+        role = frozenset({Fact.MASKED_BY_FALLBACK})  # no function of its own
     else:
         role = frozenset()
     return same, role | _registration_interplay(c, r, registrar, overload)
@@ -203,7 +226,7 @@ def _cross_registry(c: SymbolChange, r: Reference, registrar: str) -> frozenset[
     for sym in (c.new, c.old):
         for reg in sym.registrations if sym is not None else ():
             if reg.key == key and role_of(reg.registrar) is not None:
-                return frozenset({"cross_registry"})
+                return frozenset({Fact.CROSS_REGISTRY})
     return frozenset()
 
 
@@ -244,7 +267,7 @@ def _registration_interplay(
             for g in (*old, *new)
         )
     ):
-        facts.add("whole_upstream_table")
+        facts.add(Fact.WHOLE_UPSTREAM_TABLE)
 
     def decomposes(regs: list) -> bool:
         return any(
@@ -258,14 +281,14 @@ def _registration_interplay(
         if registrar in FALLBACK_CALLS:
             if f"[{OVERRIDE_DECOMP}]" not in r.detail:
                 facts.add(
-                    "decomposition_meets_fallback"
+                    Fact.DECOMPOSITION_MEETS_FALLBACK
                     if overload
-                    else "decomposition_meets_packet_fallback"
+                    else Fact.DECOMPOSITION_MEETS_PACKET_FALLBACK
                 )
         elif lowers:
-            facts.add("decomposition_bypasses_lowering")
+            facts.add(Fact.DECOMPOSITION_BYPASSES_LOWERING)
     elif decomposes(old) and not decomposes(new) and lowers:
-        facts.add("decomposition_removed")
+        facts.add(Fact.DECOMPOSITION_REMOVED)
     return frozenset(facts)
 
 
@@ -286,7 +309,7 @@ def override_facts(c: SymbolChange, r: Reference, resolver, overridden) -> froze
             if q.startswith(qual + ".") and f"self.{member}" in sym.calls:
                 callers.add(q.rsplit(".", 1)[1])
     if callers and all((owner_cls, name) in overridden for name in callers):
-        return frozenset({"callers_overridden"})
+        return frozenset({Fact.CALLERS_OVERRIDDEN})
     return frozenset()
 
 
@@ -302,7 +325,7 @@ def assignment_facts(c: SymbolChange, r: Reference, resolver) -> frozenset[str]:
     if c.kind not in (ChangeKind.REMOVED, ChangeKind.RENAMED) or "." not in r.target:
         return frozenset()
     owner = resolver.resolve(r.target.rsplit(".", 1)[0])
-    return frozenset({"assigns_only"}) if resolver.defined(owner) else frozenset()
+    return frozenset({Fact.ASSIGNS_ONLY}) if resolver.defined(owner) else frozenset()
 
 
 def dead_override_facts(
@@ -320,7 +343,7 @@ def dead_override_facts(
         return frozenset()
     if c.kind not in (ChangeKind.REMOVED, ChangeKind.RENAMED) or successor_has(target):
         return frozenset()
-    return frozenset({"dead_override"})
+    return frozenset({Fact.DEAD_OVERRIDE})
 
 
 def member_facts(
@@ -333,11 +356,11 @@ def member_facts(
     calls it. The other construction and call dunders (``__call__``, ``__new__``) are
     called without being named, so they always count as named."""
     if member == "__init__":
-        return frozenset({"called_directly"})
+        return frozenset({Fact.CALLED_DIRECTLY})
     if member in CONSTRUCTION:
         return frozenset()
     if member not in names_in_file():
-        return frozenset({"member_not_named"})
+        return frozenset({Fact.MEMBER_NOT_NAMED})
     return frozenset()
 
 
@@ -359,11 +382,11 @@ def inherited_facts(
         return frozenset()  # called unnamed (construction, operators, protocols)
     facts = set()
     if member not in names_in_file():
-        facts.add("member_not_named")
+        facts.add(Fact.MEMBER_NOT_NAMED)
     own = overrides()
     for sym in (c.old, c.new):
         if sym is not None and any(f"self.{m}" in sym.calls for m in own):
-            facts.add("touches_override")
+            facts.add(Fact.TOUCHES_OVERRIDE)
     return frozenset(facts)
 
 

@@ -44,13 +44,13 @@ from __future__ import annotations
 import ast
 import re
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Mapping
 
 from instep.impact.downstream.subclasses import members_defined
 from instep.impact.downstream.version_gates import GateLookup
-from instep.impact.join.breaking_path import UpstreamCalls
-from instep.impact.join.matchers import Join
-from instep.impact.model import ChangeKind, CouplingKind, Reference, UpstreamChange
+from instep.impact.join.fact_names import Fact
+from instep.impact.join.pass_api import Findings, Found, JoinInputs, JoinPass
+from instep.impact.model import ChangeKind, CouplingKind, Reference
 from instep.pyindex.model import SymbolKind
 
 _ASSIGNED = re.compile(r"=\s*([A-Za-z_]\w*)\s*$")
@@ -60,26 +60,35 @@ _SELF = frozenset({"self", "cls", "type(self)", "self.__class__"})
 class ForkGaps:
     """Match members upstream added to forked classes and modules."""
 
-    def __init__(
-        self,
-        join: Join,
-        units: list[UpstreamChange],
-        down,
-        calls: UpstreamCalls | None,
-        read_down: Callable[[str], bytes | None] | None = None,
-    ) -> None:
-        self.join = join
-        self.units = units
-        self.down = down
-        self.calls = calls
+    def __init__(self, inputs: JoinInputs) -> None:
+        self.inputs = inputs
+        self.units = inputs.units
+        self.down = inputs.down
+        self.calls = inputs.calls
         # fork (downstream class or file) -> upstream member name -> the fork's copy of it
         self._copies: dict[str, dict[str, str]] = defaultdict(dict)
-        self.read_down = read_down  # downstream path -> bytes: to tell a delegation from a copy
+        self.read_down = inputs.read_down  # downstream path -> bytes: a delegation or a copy?
         self._delegations: dict[str, frozenset[str]] = {}  # path -> qualnames of delegations
         self._cmap: dict | None = None  # the downstream class map, made once (_class_map)
+        self.found: list[Found] = []
 
-    def match(self, fork_refs: list[Reference], all_refs: list[Reference]) -> int:
-        """Add the couplings; how many."""
+    def find(self, fork_refs: list[Reference], all_refs: list[Reference]) -> list[Found]:
+        """The FORK couplings of the members forks lack, in the order they are to be added."""
+        added_methods, added_functions = self._added()
+        if not added_methods and not added_functions:
+            return self.found
+        classes, files = self._forked(fork_refs)
+        if self.calls is not None:  # the calls of every member a fork may lack: one pass
+            self.calls.prefetch(
+                c.qualname.split(".")[1] for _, up in classes for _, c in added_methods.get(up, ())
+            )
+        self._class_gaps(classes, added_methods, self._swaps(all_refs))
+        self._file_gaps(files, added_functions)
+        return self.found
+
+    def _added(self) -> tuple[dict[tuple[str, str], list], dict[str, list]]:
+        """The methods upstream added, by (module, class), dunders apart, and the module
+        functions it added, by module: (unit index, change) each."""
         added_methods: dict[tuple[str, str], list] = defaultdict(list)  # (module, C) -> hits
         added_functions: dict[str, list] = defaultdict(list)  # module -> hits
         for i, u in enumerate(self.units):
@@ -92,16 +101,11 @@ class ForkGaps:
                         added_methods[(c.module, cls)].append((i, c))
                 elif c.symbol_kind is SymbolKind.FUNCTION and "." not in c.qualname:
                     added_functions[c.module].append((i, c))
-        if not added_methods and not added_functions:
-            return 0
-        classes, files = self._forked(fork_refs)
-        swaps = self._swaps(all_refs)
+        return added_methods, added_functions
+
+    def _class_gaps(self, classes, added_methods, swaps) -> None:
+        """Couple the methods upstream added to a forked class that the fork lacks."""
         cmap = self._class_map()
-        if self.calls is not None:  # the calls of every member a fork may lack: one pass
-            self.calls.prefetch(
-                c.qualname.split(".")[1] for _, up in classes for _, c in added_methods.get(up, ())
-            )
-        before = sum(len(v) for v in self.join.out.values())
         for (dcls, up), evidence in classes.items():
             hits = added_methods.get(up)
             info = cmap.get(dcls)
@@ -113,7 +117,7 @@ class ForkGaps:
                 member = c.qualname.split(".")[1]
                 if member in defined:
                     continue
-                facts = {"fork_lacks_added"}
+                facts = {Fact.FORK_LACKS_ADDED}
                 text = (
                     f"`{info.qualname}` ({info.path}:{info.line}) forks `{up[1]}` ({evidence}) "
                     f"and lacks `{member}`, which upstream added at {_line(c)}"
@@ -122,7 +126,7 @@ class ForkGaps:
                 copy = self._copied_caller(member, c.path, up[1], self._copy_names(dcls, defined))
                 where = None
                 if call is not None:
-                    facts.add("added_called_on_fork")
+                    facts.add(Fact.ADDED_CALLED_ON_FORK)
                     text += (
                         f"; upstream calls it at {call} and {swapped[0]} puts "
                         f"`{info.qualname}` in `{up[1]}`'s place"
@@ -139,6 +143,9 @@ class ForkGaps:
                     continue  # only upstream code the fork does not copy calls it, or none
                 ref = self._ref(c, info.path, info.line, info.snippet, info.qualname, where)
                 self._add(i, c, ref, member, facts, text)
+
+    def _file_gaps(self, files, added_functions) -> None:
+        """Couple the functions upstream added to a forked module that the file lacks."""
         for (path, module), evidence in files.items():
             fi = self.down.files.get(path)
             if fi is None:
@@ -166,8 +173,7 @@ class ForkGaps:
                 elif self.calls is not None:
                     continue  # only upstream code the file does not copy calls it, or none
                 ref = self._ref(c, path, 1, f"{path} ({evidence})", None, where)
-                self._add(i, c, ref, c.qualname, {"fork_lacks_added"}, text)
-        return sum(len(v) for v in self.join.out.values()) - before
+                self._add(i, c, ref, c.qualname, {Fact.FORK_LACKS_ADDED}, text)
 
     def _swaps(self, all_refs: list[Reference]) -> dict[str, list[tuple[str, str]]]:
         """Upstream dotted name -> (downstream file, downstream dotted value) of each
@@ -257,14 +263,16 @@ class ForkGaps:
         return Reference(CouplingKind.FORK, c.dotted, path, line, snippet, owner=owner, gate=gate)
 
     def _add(self, i, c, ref, member, facts, text) -> None:
-        self.join.add(
-            i,
-            c,
-            ref,
-            CouplingKind.FORK,
-            detail=f"fork lacks `{member}`",
-            extra=frozenset(facts),
-            evidence=text,
+        self.found.append(
+            Found(
+                i,
+                c,
+                ref,
+                CouplingKind.FORK,
+                detail=f"fork lacks `{member}`",
+                extra=frozenset(facts),
+                evidence=text,
+            )
         )
 
     def _forked(self, fork_refs: list[Reference]):
@@ -278,7 +286,7 @@ class ForkGaps:
             fi = self.down.files.get(r.path)
             if fi is None or not r.owner:
                 continue
-            for _, c in self.join.by_dotted.get(r.target, ()):
+            for _, c in self.inputs.changes.by_dotted.get(r.target, ()):
                 up_parts = c.qualname.split(".")
                 down_parts = r.owner.split(".")
                 if len(up_parts) == 2 and len(down_parts) == 2:
@@ -307,7 +315,7 @@ class ForkGaps:
     def _upstream_mro(self, bases) -> set[tuple[str, str]]:
         """Every upstream (module, class) a downstream class inherits from: its upstream
         ancestors (dotted) and theirs in the new upstream."""
-        resolver = self.join.resolver
+        resolver = self.inputs.resolver
         out: set[tuple[str, str]] = set()
         for a in bases:
             out.add(tuple(a.rsplit(".", 1)) if "." in a else (a, ""))  # type: ignore[arg-type]
@@ -326,6 +334,19 @@ class ForkGaps:
             caller = f" (in `{s.caller}`)" if s.caller else ""
             return f"{s.at} (`{s.receiver}.{member}(…)`{caller})"
         return None
+
+
+class ForkGapPass(JoinPass):
+    """fork couplings of the members a fork lacks; reads the fork detection's forks."""
+
+    name = "fork gaps"
+    kinds = frozenset({CouplingKind.FORK})
+    needs = ("fork detection",)
+    counted_as = "fork_gap_couplings"
+
+    def run(self, inputs: JoinInputs, earlier: Mapping[str, Findings]) -> Findings:
+        forks = earlier["fork detection"].references
+        return Findings(ForkGaps(inputs).find(forks, inputs.references))
 
 
 def _line(c) -> str:

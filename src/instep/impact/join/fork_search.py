@@ -1,29 +1,66 @@
-"""Fork references of a run: downstream functions that are modified copies of a changed
-upstream function (:mod:`instep.impact.downstream.forks` does the matching).
+"""Fork detection: downstream functions that are modified copies of a changed upstream
+function (:mod:`instep.impact.downstream.forks` does the matching), and their couplings.
 
 :class:`ForkSearch` gathers the changed upstream functions' old and new text,
 fingerprints them and matches the downstream functions against them, over ``jobs``
-processes, caching the result by what it reads; :meth:`ForkSearch.start` (or
-:meth:`ForkSearch.work`, with other passes, through :mod:`forked_passes`) runs all of it
-in a forked child while the parent matches the other references. Which fork references
-count for which change is the join's (``matchers.Join.forks``).
+processes, caching the result by what it reads. :class:`ForkPass` runs it in a forked
+child while the parent matches the other references, and turns each fork reference into a
+FORK coupling of the changes of the name it copies (a weak fork of another name does not
+count: :func:`weak_fork`); its findings carry the fork references for the fork-gap pass.
 """
 
 from __future__ import annotations
 
 import itertools
 import multiprocessing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from instep.impact.join import forked_passes
-from instep.impact.join.matchers import BEHAVIOUR
-from instep.impact.model import Reference, SymbolChange, UpstreamChange
-from instep.pyindex.cache import ContentCache
+from instep.impact.downstream import forks
+from instep.impact.join.change_index import BEHAVIOUR
+from instep.impact.join.pass_api import Findings, Found, JoinInputs, JoinPass
+from instep.impact.model import CouplingKind, Reference, SymbolChange, UpstreamChange
+from instep.pyindex.cache import ContentCache, content_hash
 from instep.pyindex.model import SymbolKind
 
 Lines = tuple[list[str] | None, list[str] | None]
+MIN_FORK_SIMILARITY = 0.6  # below this only a same-named, non-dunder function counts
+
+
+def weak_fork(r: Reference, c: SymbolChange) -> bool:
+    """A fork too unlike the change to count: below :data:`MIN_FORK_SIMILARITY`, unless
+    it has the changed function's own name (a dunder never counts so)."""
+    sim = r.similarity or 0.0
+    if sim >= MIN_FORK_SIMILARITY:
+        return False
+    name = c.qualname.rsplit(".", 1)[-1]
+    own = (r.owner or "").rsplit(".", 1)[-1]
+    return own != name or (name.startswith("__") and name.endswith("__"))
+
+
+class ForkPass(JoinPass):
+    """fork couplings of downstream copies of changed functions; in a forked child. Its
+    CPU share: the parent and the hook-name child keep two CPUs busy, so fork detection's
+    own pools get only the CPUs beyond those (with --jobs 2 none: a pool there only added
+    its workers' start and the sources pickled to them, about 1 CPU-s, to the CPUs the
+    others wait for)."""
+
+    name = "fork detection"
+    kinds = frozenset({CouplingKind.FORK})
+    forked = True
+
+    def run(self, inputs: JoinInputs, earlier: Mapping[str, Findings]) -> Findings:
+        search = ForkSearch(max(1, inputs.jobs - 2), inputs.cache_root, inputs.lines_of)
+        fork_refs = search.refs(inputs.units, inputs.down, forks)
+        found, kept = [], 0
+        for r in fork_refs:
+            for i, c in inputs.changes.by_dotted.get(r.target, []):
+                if weak_fork(r, c):
+                    continue
+                kept += 1
+                found.append(Found(i, c, r, CouplingKind.FORK, detail=r.detail))
+        return Findings(found, references=fork_refs, stats={"fork_references": kept})
 
 
 class ForkSearch:
@@ -39,25 +76,6 @@ class ForkSearch:
         self.cache_root = cache_root
         # decoded old and new lines of the file of a change (memoised by the caller)
         self.lines_of = lines_of or (lambda u, c: (None, None))
-
-    def start(self, units, down) -> Callable[[], list[Reference]]:
-        """Start :meth:`refs` in a forked child when ``jobs`` > 1; the returned
-        callable gives its result (computed here when no child can be forked)."""
-        return forked_passes.start(self.jobs, {"fork detection": self.work(units, down)})[
-            "fork detection"
-        ]
-
-    def work(self, units, down) -> Callable[[], list[Reference]]:
-        """:meth:`refs` as a pass for :func:`forked_passes.start`."""
-
-        def refs() -> list[Reference]:
-            from instep.impact.downstream import forks
-
-            # in a child, while the parent matches references: the child's pools
-            # (fingerprints, then matching) use the cores its ``jobs`` gives it meanwhile
-            return self.refs(units, down, forks)
-
-        return refs
 
     def refs(self, units, down, forks) -> list[Reference]:
         cands = []
@@ -76,8 +94,6 @@ class ForkSearch:
         cache = ContentCache(self.cache_root, "forks") if self.cache_root else None
         key = None
         if cache is not None:
-            from instep.pyindex.cache import content_hash
-
             parts = [
                 f"{s.ref}|{content_hash((o or '').encode())}|{content_hash((n or '').encode())}"
                 for s, o, n in cands
@@ -136,8 +152,6 @@ _FORK_MATCH: tuple | None = None  # (downstream functions, upstream prints): mat
 
 def _forks_in_span(span: tuple[int, int]) -> list[Reference]:
     """Body of a matching worker: forks among the downstream functions ``span``."""
-    from instep.impact.downstream import forks
-
     assert _FORK_MATCH is not None, "started without fork"
     functions, upstream = _FORK_MATCH
     return forks.find_forked_functions(functions[span[0] : span[1]], upstream)

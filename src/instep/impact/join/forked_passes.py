@@ -1,12 +1,14 @@
 """Passes of the join that run in forked children while the parent matches references.
 
-:func:`start` forks one child per pass, all at once from one pool (so no child is forked
-while another pool's thread runs), and returns one callable per pass that gives its
-result. It guarantees the pass's own result: with ``jobs`` 1, where ``fork`` is missing,
+The pass runner (``join/pass_runner.py``) hands the passes that declare ``forked = True``
+to :func:`start`, which forks one child per pass, all at once from one pool (so no child
+is forked while another pool's thread runs), and returns one callable per pass that gives
+its result. It guarantees the pass's own result: with ``jobs`` 1, where ``fork`` is missing,
 or when a child dies (memory: ``BrokenProcessPool``), the pass runs in this process when
 its result is asked for. What a pass reads is the caller's to check: a child sees the
 parent as it was at :func:`start`, so a pass must not read state that the parent sets
-later (the join's ``references()``), and its result must be picklable and small.
+later (``JoinInputs``' late services refuse a child: :func:`in_child`), and its result
+must be picklable and small.
 """
 
 from __future__ import annotations
@@ -21,6 +23,12 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 _PASSES: dict[str, Callable[[], Any]] | None = None  # the passes, for the forked children
+_IN_CHILD = False  # set in a forked child, before its pass runs
+
+
+def in_child() -> bool:
+    """Is this process a child :func:`start` forked for a pass?"""
+    return _IN_CHILD
 
 
 def start(jobs: int, passes: dict[str, Callable[[], Any]]) -> dict[str, Callable[[], Any]]:
@@ -53,5 +61,7 @@ def _result(name: str, pending, work: Callable[[], Any]) -> Callable[[], Any]:
 
 def _run(name: str) -> Any:
     """Body of a forked child: the pass ``name`` (inherited through ``fork``)."""
+    global _IN_CHILD
     assert _PASSES is not None, "started without fork"
+    _IN_CHILD = True
     return _PASSES[name]()

@@ -22,6 +22,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 
+from instep.impact.join.fact_names import Fact
 from instep.impact.model import Reference, SymbolChange
 from instep.impact.upstream.op_schemas import NAMESPACE, Schema, is_schema_file
 from instep.impact.upstream.op_schemas import schema_of as _schema_of
@@ -29,8 +30,6 @@ from instep.pyindex.signatures import parse_params
 from instep.pyindex.symbols import FileIndex
 
 log = logging.getLogger(__name__)
-
-NOT_OP_ARGUMENT = "not_op_argument"
 
 
 def op_of_key(key: str) -> tuple[str, str | None] | None:
@@ -114,7 +113,7 @@ class OpArguments:
                     return frozenset(), ""
         schema, line = schemas[0]
         params = ", ".join(f"`{p}`" for p, _ in gained)
-        return frozenset({NOT_OP_ARGUMENT}), (
+        return frozenset({Fact.NOT_OP_ARGUMENT}), (
             f"{params} is no argument of the schema of `{NAMESPACE}::{name}` "
             f"({len(schemas)} overload(s); {self.path}:{line} `{schema.qualname}"
             f"({', '.join(str(a) for a in schema.arguments)})`): no graph node passes it, "

@@ -12,9 +12,10 @@
   named ``x`` (``super().__init__("x")`` or ``HigherOrderOperator("x")``, read from the
   old and new text): its autograd, functionalization and proxy-mode rules.
 
-The facts these rules read (``verdict_rules.toml``, ``op_schema.*`` and ``hop.*``) are
-computed here, from the reference and the parsed schemas, and passed to the join as extra
-facts: ``overload_named``, ``packet``, ``packet_gone``, ``registered``, ``at_import``,
+Two passes, :class:`OpSchemaPass` and :class:`HigherOrderOpPass`. The facts the rules
+read (``verdict_rules.toml``, ``op_schema.*`` and ``hop.*``) are computed here, from the
+reference and the parsed schemas, and passed to the join as extra facts:
+``overload_named``, ``packet``, ``packet_gone``, ``registered``, ``at_import``,
 ``guarded`` (a ``try/except AttributeError`` too), ``schema_breaks`` (an argument
 removed, renamed or added without a default) and ``binds_by_name`` (the downstream
 function registered for the overload takes the old keyword-only arguments by name, or
@@ -26,11 +27,13 @@ from __future__ import annotations
 import ast
 import re
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Mapping
 
 from instep.impact.downstream.op_refs import HOP_PREFIX, SCHEMA_PREFIX
-from instep.impact.join.matchers import BEHAVIOUR, Join
-from instep.impact.model import ChangeKind, CouplingKind, Reference, SymbolChange, UpstreamChange
+from instep.impact.join.change_index import BEHAVIOUR
+from instep.impact.join.fact_names import Fact
+from instep.impact.join.pass_api import Findings, Found, JoinInputs, JoinPass
+from instep.impact.model import ChangeKind, CouplingKind, Reference, SymbolChange
 from instep.impact.upstream.op_schemas import (
     NAMESPACE,
     Schema,
@@ -42,8 +45,6 @@ from instep.impact.upstream.op_schemas import (
 HOP_DIR = "torch/_higher_order_ops/"
 _HOP_NAME = re.compile(r"""(?:super\(\)\.__init__|HigherOrderOperator)\(\s*["'](\w+)["']""")
 _FUNC_OP = re.compile(r"^- func:[ \t]*['\"]?(\w+)[.(]", re.M)
-
-Lines = Callable[[UpstreamChange, SymbolChange], tuple[list[str] | None, list[str] | None]]
 
 
 def _schema_name(qualname: str) -> tuple[str, str]:
@@ -95,37 +96,29 @@ def binding_problems(old: Schema, new: Schema, signature: str | None) -> list[st
     return out
 
 
-class OpCouplings:
-    """The schema and HOP changes of a run, indexed; :meth:`match` adds their couplings."""
+class OpSchemaPass(JoinPass):
+    """op_schema couplings: the downstream's ATen overloads x schema changes."""
 
-    def __init__(self, join: Join, units: list[UpstreamChange], lines_of: Lines) -> None:
-        self.join = join
+    name = "op schemas"
+    kinds = frozenset({CouplingKind.OP_SCHEMA})
+
+    def run(self, inputs: JoinInputs, earlier: Mapping[str, Findings]) -> Findings:
+        self.found: list[Found] = []
         self.by_overload: dict[tuple[str, str], list[tuple[int, SymbolChange]]] = defaultdict(list)
         self.by_op: dict[str, list[tuple[int, SymbolChange]]] = defaultdict(list)
-        self.by_hop: dict[str, list[tuple[int, SymbolChange]]] = defaultdict(list)
         self.new_ops: dict[int, set[str]] = {}  # unit -> ops the new schema file still has
-        hop_names: dict[tuple[str, str], set[str]] = {}
-        for i, u in enumerate(units):
+        for i, u in enumerate(inputs.units):
             for c in u.changes:
                 if is_schema_file(c.path) and c.qualname.startswith(f"{NAMESPACE}::"):
                     op, overload = _schema_name(c.qualname)
                     self.by_overload[(op, overload)].append((i, c))
                     self.by_op[op].append((i, c))
                     if i not in self.new_ops:
-                        new = lines_of(u, c)[1]
+                        new = inputs.lines_of(u, c)[1]
                         self.new_ops[i] = set(_FUNC_OP.findall("\n".join(new or ())))
-                elif c.path.startswith(HOP_DIR) and c.aspects & BEHAVIOUR:
-                    key = (u.id, c.path)
-                    if key not in hop_names:
-                        old, new = lines_of(u, c)
-                        text = "\n".join((*(old or ()), *(new or ())))
-                        hop_names[key] = set(_HOP_NAME.findall(text))
-                    for name in hop_names[key]:
-                        self.by_hop[name].append((i, c))
-
-    def match(self, refs: list[Reference]) -> None:
-        if not (self.by_op or self.by_hop):
-            return
+        if not self.by_op:
+            return Findings()
+        refs = inputs.references
         registered: dict[tuple[str, int, str], str | None] = {}
         for r in refs:
             if r.kind is CouplingKind.REGISTRATION and r.target.startswith("op:aten."):
@@ -134,68 +127,103 @@ class OpCouplings:
         for r in refs:
             if r.kind is CouplingKind.OP_SCHEMA:
                 self.schema(r, registered)
-            elif r.kind is CouplingKind.HIGHER_ORDER_OP:
-                self.hop(r)
+        return Findings(self.found)
 
     def schema(self, r: Reference, registered: dict[tuple[str, int, str], str | None]) -> None:
         name = r.target[len(SCHEMA_PREFIX) :].split(".")  # ['aten', op] or ['aten', op, ovl]
         op = name[1]
         reg_key = (r.path, r.line, op)
         is_reg = reg_key in registered
-        base = {"at_import"} if r.at_import else set()
+        base = {Fact.AT_IMPORT} if r.at_import else set()
         if r.gate is not None and r.gate.kind == "try_except":
-            base.add("guarded")
+            base.add(Fact.GUARDED)
         if is_reg:
-            base.add("registered")
+            base.add(Fact.REGISTERED)
         if len(name) == 3:
             overload = "" if name[2] == "default" else name[2]
-            hits = [(i, c, {"overload_named"}) for i, c in self.by_overload.get((op, overload), ())]
+            hits = [
+                (i, c, {Fact.OVERLOAD_NAMED}) for i, c in self.by_overload.get((op, overload), ())
+            ]
         else:
             hits = []
             for i, c in self.by_op.get(op, ()):
                 gone = op not in self.new_ops.get(i, ())
                 if c.kind is ChangeKind.REMOVED and gone:
-                    hits.append((i, c, {"packet", "packet_gone"}))
+                    hits.append((i, c, {Fact.PACKET, Fact.PACKET_GONE}))
                 elif is_reg:
-                    hits.append((i, c, {"packet"}))
+                    hits.append((i, c, {Fact.PACKET}))
         for i, c, facts in hits:
-            facts = facts | base
-            old = schema_of(c.old) if c.old is not None else None
-            new = schema_of(c.new) if c.new is not None else None
-            why: list[str] = []
-            if old is not None and new is not None:
-                why = breaking_changes(old, new)
-                if why:
-                    facts.add("schema_breaks")
-                    bind = binding_problems(old, new, registered.get(reg_key))
-                    if bind:
-                        facts.add("binds_by_name")
-                        why = [*why, *bind]
-            where = f"native_functions.yaml:{(c.old or c.new).line}"  # type: ignore[union-attr]
-            side = "old" if c.old is not None else "new"
-            detail = f"{r.detail} ({'at import' if r.at_import else 'when its function runs'}); "
-            detail += f"{c.qualname} at {where} ({side})"
-            if why:
-                detail += ": " + "; ".join(why)
-            self.join.add(
-                i,
-                c,
-                r,
-                CouplingKind.OP_SCHEMA,
-                chain=[c.ref, f"{r.detail} at {r.at}"],
-                detail=detail,
-                extra=frozenset(facts),
-            )
+            self.found.append(self._coupling(i, c, r, facts | base, registered.get(reg_key)))
 
-    def hop(self, r: Reference) -> None:
-        name = r.target[len(HOP_PREFIX) :]
-        for i, c in self.by_hop.get(name, ()):
-            self.join.add(
-                i,
-                c,
-                r,
-                CouplingKind.HIGHER_ORDER_OP,
-                chain=[c.ref, f"{r.detail} at {r.at}"],
-                detail=f"{r.detail}: the HOP '{name}' is implemented in {c.path}",
-                per_file=True,
-            )
+    def _coupling(
+        self, i: int, c: SymbolChange, r: Reference, facts: set[Fact], signature: str | None
+    ) -> Found:
+        """The op_schema coupling of the place ``r`` (with the registered function's
+        ``signature``, if any) to the overload change ``c``."""
+        old = schema_of(c.old) if c.old is not None else None
+        new = schema_of(c.new) if c.new is not None else None
+        why: list[str] = []
+        if old is not None and new is not None:
+            why = breaking_changes(old, new)
+            if why:
+                facts.add(Fact.SCHEMA_BREAKS)
+                bind = binding_problems(old, new, signature)
+                if bind:
+                    facts.add(Fact.BINDS_BY_NAME)
+                    why = [*why, *bind]
+        where = f"native_functions.yaml:{(c.old or c.new).line}"  # type: ignore[union-attr]
+        side = "old" if c.old is not None else "new"
+        detail = f"{r.detail} ({'at import' if r.at_import else 'when its function runs'}); "
+        detail += f"{c.qualname} at {where} ({side})"
+        if why:
+            detail += ": " + "; ".join(why)
+        return Found(
+            i,
+            c,
+            r,
+            CouplingKind.OP_SCHEMA,
+            chain=[c.ref, f"{r.detail} at {r.at}"],
+            detail=detail,
+            extra=frozenset(facts),
+        )
+
+
+class HigherOrderOpPass(JoinPass):
+    """higher_order_op couplings: the downstream's HOP names x their implementations."""
+
+    name = "higher-order ops"
+    kinds = frozenset({CouplingKind.HIGHER_ORDER_OP})
+
+    def run(self, inputs: JoinInputs, earlier: Mapping[str, Findings]) -> Findings:
+        by_hop: dict[str, list[tuple[int, SymbolChange]]] = defaultdict(list)
+        hop_names: dict[tuple[str, str], set[str]] = {}
+        for i, u in enumerate(inputs.units):
+            for c in u.changes:
+                if c.path.startswith(HOP_DIR) and c.aspects & BEHAVIOUR:
+                    key = (u.id, c.path)
+                    if key not in hop_names:
+                        old, new = inputs.lines_of(u, c)
+                        text = "\n".join((*(old or ()), *(new or ())))
+                        hop_names[key] = set(_HOP_NAME.findall(text))
+                    for name in hop_names[key]:
+                        by_hop[name].append((i, c))
+        if not by_hop:
+            return Findings()
+        found = []
+        for r in inputs.references:
+            if r.kind is not CouplingKind.HIGHER_ORDER_OP:
+                continue
+            name = r.target[len(HOP_PREFIX) :]
+            for i, c in by_hop.get(name, ()):
+                found.append(
+                    Found(
+                        i,
+                        c,
+                        r,
+                        CouplingKind.HIGHER_ORDER_OP,
+                        chain=[c.ref, f"{r.detail} at {r.at}"],
+                        detail=f"{r.detail}: the HOP '{name}' is implemented in {c.path}",
+                        per_file=True,
+                    )
+                )
+        return Findings(found)

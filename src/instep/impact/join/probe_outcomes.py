@@ -22,6 +22,7 @@ import ast
 import textwrap
 from collections.abc import Callable, Iterable
 
+from instep.impact.join.fact_names import Fact
 from instep.impact.model import SourceProbe, VersionGate
 
 Side = tuple[frozenset[str], Callable[[str], bytes]]
@@ -264,7 +265,7 @@ class ProbeOutcomes:
         on_new = self.runs(gate, "new")
         if on_new is None:
             return frozenset()
-        return frozenset({"gated_for_new" if on_new else "old_only"})
+        return frozenset({Fact.GATED_FOR_NEW if on_new else Fact.OLD_ONLY})
 
     def debt(
         self, gates: Iterable[VersionGate], floor: tuple[int, ...] | None

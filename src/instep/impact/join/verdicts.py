@@ -4,7 +4,7 @@ A coupling's verdict comes from the first rule of ``verdict_rules.toml`` (beside
 module) whose conditions hold for the facts :mod:`instep.impact.join.facts` computes
 from the evidence (the downstream reference and the upstream change); the unit's verdict
 aggregates its couplings. Rationales are rendered from the rules' texts (English or
-Chinese). This module does not find couplings (:mod:`instep.impact.join.matchers`) nor
+Chinese). This module does not find couplings (the passes of ``join/registry.py``) nor
 compute facts.
 """
 
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
+from instep.impact.join.fact_names import Fact
 from instep.impact.join.facts import facts_for
 from instep.impact.model import (
     Action,
@@ -53,19 +54,49 @@ class Rule:
         )
 
 
+RULES_FILE = "instep/impact/join/verdict_rules.toml"
+_RULE_KEYS = frozenset(
+    {"id", "kinds", "changes", "facts", "not_facts", "action", "risk", "code_change", "en", "zh"}
+)
+_KNOWN = {
+    "kinds": (frozenset(k.value for k in CouplingKind), "coupling kind", "CouplingKind"),
+    "changes": (frozenset(k.value for k in ChangeKind), "change kind", "ChangeKind"),
+    "facts": (frozenset(f.value for f in Fact), "fact", "Fact (join/fact_names.py)"),
+    "not_facts": (frozenset(f.value for f in Fact), "fact", "Fact (join/fact_names.py)"),
+}
+
+
+class RulesError(ValueError):
+    """``verdict_rules.toml`` names something the code does not know: instep's own data is
+    wrong (a bug, caught by the tests before a release)."""
+
+
 @lru_cache(maxsize=1)
 def rules() -> tuple[Rule, ...]:
     text = (resources.files("instep.impact.join") / "verdict_rules.toml").read_text("utf-8")
-    raw = parse_toml(text, "instep/impact/join/verdict_rules.toml")
+    return load_rules(text, RULES_FILE)
+
+
+def load_rules(text: str, source: str) -> tuple[Rule, ...]:
+    """The rules of ``text`` (the format of ``verdict_rules.toml``), each checked: only
+    known keys, coupling kinds, change kinds and facts; the last rule unconditional."""
     out = []
-    for r in raw["rule"]:
+    for r in parse_toml(text, source).get("rule", []):
+        where = f"{source}: rule {r.get('id', '(no id)')!r}"
+        unknown_keys = sorted(set(r) - _RULE_KEYS)
+        if unknown_keys:
+            raise RulesError(f"{where}: unknown key {unknown_keys[0]!r}")
+        for key, (known, what, home) in _KNOWN.items():
+            for name in r.get(key, []):
+                if name not in known:
+                    raise RulesError(f"{where}: unknown {what} {name!r} (not in {home})")
         out.append(
             Rule(
                 id=r["id"],
                 kinds=frozenset(r.get("kinds", [])),
                 changes=frozenset(r.get("changes", [])),
-                facts=frozenset(r.get("facts", [])),
-                not_facts=frozenset(r.get("not_facts", [])),
+                facts=frozenset(Fact(f) for f in r.get("facts", [])),
+                not_facts=frozenset(Fact(f) for f in r.get("not_facts", [])),
                 action=Action(r["action"]),
                 risk=Risk(r["risk"]),
                 code_change=Tristate(r["code_change"]),
@@ -73,7 +104,7 @@ def rules() -> tuple[Rule, ...]:
             )
         )
     if not out or out[-1].kinds or out[-1].changes or out[-1].facts:
-        raise ValueError("verdict_rules.toml must end with an unconditional default rule")
+        raise RulesError(f"{source}: must end with an unconditional default rule")
     return tuple(out)
 
 

@@ -256,25 +256,39 @@ def _match_renames(
     removed: list[_Side], added: list[_Side], cross_file: bool
 ) -> list[tuple[_Side, _Side]]:
     """Pairs (old, new) of renamed symbols; members of renamed classes are paired too."""
-    pairs: list[tuple[_Side, _Side]] = []
-    taken_old: set[tuple[str, str]] = set()
-    taken_new: set[tuple[str, str]] = set()
+    renames = _Renames(removed, added, cross_file)
+    renames.classes()  # 1. classes: same bases and members (exactly, then by member names)
+    renames.members()  # members of renamed classes follow their class
+    renames.bodies()  # 2. functions and methods: same kind and the same non-trivial body
+    return renames.pairs
 
-    def ok(a: _Side, b: _Side) -> bool:
-        return (a.path != b.path) if cross_file else True
 
-    def take(a: _Side, b: _Side) -> None:
-        pairs.append((a, b))
-        taken_old.add((a.path, a.symbol.qualname))
-        taken_new.add((b.path, b.symbol.qualname))
+class _Renames:
+    """The pairs of :func:`_match_renames`, each old and new side taken once."""
 
+    def __init__(self, removed: list[_Side], added: list[_Side], cross_file: bool) -> None:
+        self.removed, self.added, self.cross_file = removed, added, cross_file
+        self.pairs: list[tuple[_Side, _Side]] = []
+        self.taken_old: set[tuple[str, str]] = set()
+        self.taken_new: set[tuple[str, str]] = set()
+
+    def ok(self, a: _Side, b: _Side) -> bool:
+        return (a.path != b.path) if self.cross_file else True
+
+    def take(self, a: _Side, b: _Side) -> None:
+        self.pairs.append((a, b))
+        self.taken_old.add((a.path, a.symbol.qualname))
+        self.taken_new.add((b.path, b.symbol.qualname))
+
+    @staticmethod
     def free(sides: list[_Side], taken: set[tuple[str, str]]) -> list[_Side]:
         return [s for s in sides if (s.path, s.symbol.qualname) not in taken]
 
-    # 1. classes: same bases and members (exactly, then by member names)
-    classes_old = [s for s in removed if s.symbol.kind is SymbolKind.CLASS]
-    classes_new = [s for s in added if s.symbol.kind is SymbolKind.CLASS]
-    if classes_old and classes_new:
+    def classes(self) -> None:
+        classes_old = [s for s in self.removed if s.symbol.kind is SymbolKind.CLASS]
+        classes_new = [s for s in self.added if s.symbol.kind is SymbolKind.CLASS]
+        if not (classes_old and classes_new):
+            return
         fp_old = {id(s): _class_fingerprints(s) for s in classes_old}
         fp_new = {id(s): _class_fingerprints(s) for s in classes_new}
         for tier in (0, 1):
@@ -284,39 +298,43 @@ def _match_renames(
                 return fp[tier] if fp else None
 
             for a, b in _unique_pairs(
-                free(classes_old, taken_old), free(classes_new, taken_new), key
+                self.free(classes_old, self.taken_old), self.free(classes_new, self.taken_new), key
             ):
-                if ok(a, b):
-                    take(a, b)
-    # members of renamed classes follow their class
-    by_old = {(s.path, s.symbol.qualname): s for s in removed}
-    by_new = {(s.path, s.symbol.qualname): s for s in added}
-    for a, b in list(pairs):
-        pa, pb = a.symbol.qualname + ".", b.symbol.qualname + "."
-        for m in a.index.members(a.symbol.qualname):
-            old_side = by_old.get((a.path, m.qualname))
-            new_side = by_new.get((b.path, pb + m.qualname[len(pa) :]))
-            if (
-                old_side
-                and new_side
-                and (a.path, m.qualname) not in taken_old
-                and (b.path, new_side.symbol.qualname) not in taken_new
+                if self.ok(a, b):
+                    self.take(a, b)
+
+    def members(self) -> None:
+        by_old = {(s.path, s.symbol.qualname): s for s in self.removed}
+        by_new = {(s.path, s.symbol.qualname): s for s in self.added}
+        for a, b in list(self.pairs):
+            pa, pb = a.symbol.qualname + ".", b.symbol.qualname + "."
+            for m in a.index.members(a.symbol.qualname):
+                old_side = by_old.get((a.path, m.qualname))
+                new_side = by_new.get((b.path, pb + m.qualname[len(pa) :]))
+                if (
+                    old_side
+                    and new_side
+                    and (a.path, m.qualname) not in self.taken_old
+                    and (b.path, new_side.symbol.qualname) not in self.taken_new
+                ):
+                    self.take(old_side, new_side)
+
+    def bodies(self) -> None:
+        def body_key(s: _Side) -> object | None:
+            sym = s.symbol
+            if sym.kind not in _CALLABLES and sym.kind is not SymbolKind.CLASS:
+                return None
+            if sym.end_line - sym.line + 1 < MIN_RENAME_LINES:
+                return None
+            return (sym.kind, sym.body_hash, sym.bases)
+
+        for a, b in _unique_pairs(
+            self.free(self.removed, self.taken_old), self.free(self.added, self.taken_new), body_key
+        ):
+            if self.ok(a, b) and (
+                a.symbol.kind is not SymbolKind.CLASS or _class_fingerprints(a) is None
             ):
-                take(old_side, new_side)
-
-    # 2. functions and methods: same kind and the same non-trivial body
-    def body_key(s: _Side) -> object | None:
-        sym = s.symbol
-        if sym.kind not in _CALLABLES and sym.kind is not SymbolKind.CLASS:
-            return None
-        if sym.end_line - sym.line + 1 < MIN_RENAME_LINES:
-            return None
-        return (sym.kind, sym.body_hash, sym.bases)
-
-    for a, b in _unique_pairs(free(removed, taken_old), free(added, taken_new), body_key):
-        if ok(a, b) and (a.symbol.kind is not SymbolKind.CLASS or _class_fingerprints(a) is None):
-            take(a, b)
-    return pairs
+                self.take(a, b)
 
 
 def _diff_common(

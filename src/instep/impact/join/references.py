@@ -1,0 +1,231 @@
+"""The pass that matches the downstream references to the changes, one matcher per way a
+downstream place reaches a change.
+
+Every reference of the downstream index (imports and uses, overrides, monkey-patches,
+registrations, config keys, C shim names: the recognisers of ``impact/downstream/``) is
+matched, in the index's order, by: ``registration`` (the same op or key; a C shim name
+against a declaration), ``by_name`` (the exact upstream name, resolved through
+re-exports; a rename's old name too), ``class_members`` (a member of a used or
+subclassed class changed, ancestors included) and ``call_paths`` (an upstream function
+the downstream uses reaches a changed one in its module). The facts these matchers need
+from the whole tree come from :mod:`instep.impact.join.facts`. Forks, ATen schemas,
+higher-order ops, hook names and dropped attributes are passes of their own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from instep.impact.join.fact_names import Fact
+from instep.impact.join.facts import (
+    assignment_facts,
+    dead_override_facts,
+    inherited_facts,
+    member_facts,
+    override_facts,
+    registration_facts,
+)
+from instep.impact.join.pass_api import Findings, Found, JoinInputs, JoinPass
+from instep.impact.model import ChangeKind, CouplingKind, Reference, SymbolChange
+from instep.impact.upstream import call_paths
+from instep.pyindex.model import SymbolKind
+
+_REGISTRATION_TARGETS = ("op:", "backend:", "device_", "c_shim:")
+
+
+def exposed_member(member: str, c: SymbolChange) -> bool:
+    """Members a user of a class is exposed to: public ones and construction/call dunders."""
+    if c.kind in (ChangeKind.ADDED, ChangeKind.REMOVED, ChangeKind.RENAMED):
+        return False
+    return member in call_paths.CONSTRUCTION or not member.startswith("_")
+
+
+class ReferencePass(JoinPass):
+    """import_use, subclass_override, inherited_path, monkeypatch, registration, config
+    and c_shim couplings: the downstream references matched to the changes."""
+
+    name = "references"
+    kinds = frozenset(
+        {
+            CouplingKind.IMPORT_USE,
+            CouplingKind.SUBCLASS_OVERRIDE,
+            CouplingKind.INHERITED_PATH,
+            CouplingKind.MONKEYPATCH,
+            CouplingKind.REGISTRATION,
+            CouplingKind.CONFIG,
+            CouplingKind.C_SHIM,
+        }
+    )
+
+    def run(self, inputs: JoinInputs, earlier: Mapping[str, Findings]) -> Findings:
+        self.inputs = inputs
+        self.found: list[Found] = []
+        self.reach_memo: dict[str, dict[str, list[str]]] = {}
+        refs = inputs.references
+        for r in refs:
+            if r.kind is CouplingKind.REGISTRATION or r.target.startswith(_REGISTRATION_TARGETS):
+                self.registration(r)
+                continue
+            if r.through is not None:
+                r = self.through_declared_type(r)
+                if r is None:
+                    continue
+            target = inputs.resolver.resolve(r.target)
+            self.by_name(r, target)
+            cls = inputs.resolver.class_of(target)
+            if cls is not None:
+                self.class_members(cls, r)
+            if r.kind is CouplingKind.IMPORT_USE:
+                self.call_paths(target, r)
+        return Findings(self.found, stats={"downstream_references": len(refs)})
+
+    def through_declared_type(self, r: Reference) -> Reference | None:
+        """``Cls.attr.member`` used through an instance's ``attr`` (downstream/typed_params)
+        as a use of ``T.member``, where ``T`` is the class upstream declares ``attr`` to be;
+        None (no coupling) when upstream declares no class for it."""
+        owner, member = r.target.rsplit(".", 1)
+        resolver = self.inputs.resolver
+        declared = resolver.declared_type(resolver.resolve(owner))
+        if declared is None:
+            return None
+        return dataclasses.replace(r, target=f"{declared[0]}.{declared[1]}.{member}")
+
+    def registration(self, r: Reference) -> None:
+        """The same op or key registered downstream; a C shim name against a declaration."""
+        inputs = self.inputs
+        for i, c in inputs.changes.by_key.get(r.target, ()):
+            if r.kind is CouplingKind.C_SHIM:
+                self.found.append(Found(i, c, r, detail=f"{r.detail}; upstream shim {c.qualname}"))
+                continue
+            same, facts = registration_facts(c, r)
+            ref = r if same else dataclasses.replace(r, signature=None, body_hash=None)
+            why = ""
+            if Fact.OTHER_ROLE in facts and inputs.inductor.only_inductor(c.path):
+                facts |= {Fact.INDUCTOR_NOT_RUN}  # the op meets the change only in Inductor
+                why = f"the downstream never runs Inductor: {inputs.inductor.evidence}"
+            if same:
+                not_arg, why = inputs.op_arguments.judge(c, ref)
+                facts |= not_arg
+            self.found.append(
+                Found(
+                    i,
+                    c,
+                    ref,
+                    CouplingKind.REGISTRATION,
+                    detail=r.detail or r.target,
+                    extra=facts,
+                    evidence=why,
+                )
+            )
+
+    def by_name(self, r: Reference, target: str) -> None:
+        """The exact upstream name (resolved through re-exports; a rename's old name too)."""
+        inputs = self.inputs
+        resolver, renamed = inputs.resolver, inputs.renamed_classes
+        still_there = (
+            resolver.defined(target)
+            or resolver.imported(r.target)
+            or resolver.reachable(target) is not None
+        )
+        by_dotted = inputs.changes.by_dotted
+        direct = by_dotted.get(target, []) + (
+            by_dotted.get(r.target, []) if target != r.target else []
+        )
+        overridden = inputs.overrides.overridden
+        for i, c in direct:
+            if still_there and c.kind in (ChangeKind.REMOVED, ChangeKind.RENAMED):
+                continue  # moved or now inherited: the name the downstream uses still works
+            if renamed.survives(target, c) is not None:
+                continue  # a member of a renamed class: the class name is the one break
+            extra = override_facts(c, r, resolver, overridden) | {Fact.CALLED_DIRECTLY}
+            extra |= assignment_facts(c, r, resolver)
+            extra |= dead_override_facts(c, r, target, renamed.successor_has)
+            why = ""
+            if c.kind is ChangeKind.REMOVED and c.symbol_kind is SymbolKind.METHOD:
+                why = inputs.extension_bases.declares(*target.rsplit(".", 1)) or ""
+                extra |= {Fact.DECLARED_BY_EXTENSION_BASE} if why else frozenset()
+            chain = [c.ref, f"{r.kind} at {r.at}"]
+            self.found.append(Found(i, c, r, chain=chain, extra=extra, evidence=why))
+
+    def class_members(self, cls: tuple[str, str], r: Reference) -> None:
+        """A member of a class the downstream uses or subclasses changed (ancestors too)."""
+        module, qual = cls
+        owner_cls = r.owner.split(".")[0] if r.owner else None
+        inputs = self.inputs
+        overridden = inputs.overrides.overridden
+        for amod, aqual in inputs.resolver.ancestors(module, qual):
+            for i, c in inputs.changes.by_class.get(f"{amod}.{aqual}", []):
+                member = c.qualname.rsplit(".", 1)[-1]
+                if r.kind is CouplingKind.SUBCLASS_OVERRIDE and r.detail.startswith("subclass"):
+                    if owner_cls and (owner_cls, member) in overridden:
+                        continue  # the override reference couples directly
+                    if c.kind in (ChangeKind.ADDED, ChangeKind.REMOVED, ChangeKind.RENAMED):
+                        continue  # nothing inherited changed behaviour
+                    self.found.append(self._inherited(i, c, r, member, aqual, owner_cls))
+                elif r.kind is CouplingKind.IMPORT_USE and exposed_member(member, c):
+                    self.found.append(
+                        Found(
+                            i,
+                            c,
+                            r,
+                            CouplingKind.IMPORT_USE,
+                            chain=[c.ref, f"{qual} used at {r.at}"],
+                            detail=f"uses {qual}, whose {member} changed",
+                            # calls of the class are calls of its __init__: each place is
+                            # judged on its own calls; other members, one place per file
+                            per_file=member != "__init__",
+                            extra=member_facts(c, member, lambda: inputs.names_in(r.path)),
+                        )
+                    )
+
+    def _inherited(
+        self, i: int, c: SymbolChange, r: Reference, member: str, aqual: str, owner_cls
+    ) -> Found:
+        """A downstream subclass inheriting the changed ``member`` without overriding it."""
+        overridden = self.inputs.overrides.overridden
+        return Found(
+            i,
+            c,
+            r,
+            CouplingKind.INHERITED_PATH,
+            chain=[c.ref, f"inherited by {owner_cls or r.owner} at {r.at}"],
+            detail=f"{owner_cls or 'subclass'} inherits {aqual}.{member}",
+            extra=inherited_facts(
+                c,
+                member,
+                lambda: frozenset(m for k, m in overridden if k == owner_cls),
+                lambda: self.inputs.names_in(r.path),
+            ),
+        )
+
+    def call_paths(self, target: str, r: Reference) -> None:
+        """An upstream function the downstream uses reaches a changed one in its module."""
+        resolver, memo = self.inputs.resolver, self.reach_memo
+        changed = self.inputs.changes.changed_in_module
+        module, rest = resolver.split(target)
+        if module is None or not rest or module not in changed:
+            return
+        if target not in memo:
+            idx = resolver.index(module)
+            if idx is None:
+                memo[target] = {}
+            else:
+                key = f"<methods>{module}"
+                if key not in memo:  # (setdefault would build the table on every call)
+                    memo[key] = call_paths.methods_by_name(idx.symbols)
+                methods = memo[key]
+                targets = set(changed[module])
+                memo[target] = call_paths.reached(idx.symbols, rest, targets, methods=methods)
+        for qual, chain in memo[target].items():
+            for i, c in changed[module][qual]:
+                self.found.append(
+                    Found(
+                        i,
+                        c,
+                        r,
+                        CouplingKind.INHERITED_PATH,
+                        chain=[f"{r.at} uses {rest}", *chain[1:]],
+                        detail=f"via {' -> '.join(chain)}",
+                    )
+                )
