@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from instep.doctor.version_matrix import read_version_matrix
-from instep.errors import BadInput, InstepError, MissingDependency
+from instep.errors import BadInput, InstepError, MissingDependency, MissingInput
 from instep.inductor_cache import CACHE_VARIABLES, cache_state, inductor_cache
 from instep.outcome import FAILING, MANIFESTATIONS
 from instep.profiles import Profile
@@ -189,9 +189,24 @@ def _host_config(profile: Profile, settings: dict[str, Any], opts: RunOptions) -
     )
 
 
+def check_paths(paths: list[str], cwd: Path, pytest_args: list[str]) -> None:
+    """Every path (a node id's file part) exists, before any store or worker is made:
+    pytest would say so only after the hosts imported torch, as a collection error."""
+    if "--pyargs" in pytest_args:  # module names, not paths: pytest resolves them
+        return
+    for path in paths:
+        file = path.split("::", 1)[0]
+        if not (cwd / file).exists():
+            raise MissingInput(
+                f"instep run: {path}: no such file or directory (expected a test file, a"
+                " directory or a node id such as tests/test_x.py::TestX::test_y)"
+            )
+
+
 def _settings(profile: Profile, opts: RunOptions) -> dict[str, Any]:
     if not opts.paths:
         raise BadInput("instep run: give test paths, node ids, or --tier NAME from the config")
+    check_paths(list(opts.paths), opts.cwd or Path.cwd(), list(opts.pytest_args))
     preimport = default_preimport(profile) if opts.preimport is None else list(opts.preimport)
     return {
         "paths": list(opts.paths),
