@@ -52,6 +52,19 @@ class CouplingKind(Vocab):
     HOOK_NAME = "hook_name"  # a member upstream newly reads from a class the backend subclasses
     # a downstream subclass reads self.<attr> that an upstream base __init__ no longer sets
     INHERITED_ATTRIBUTE = "inherited_attribute"
+    # an ATen overload the backend's C++ half registers (torchgen backend yaml, m.impl,
+    # autocast KERNEL_* lists, AOTI C shim headers) x native_functions.yaml
+    REGISTERED_KERNEL = "registered_kernel"
+
+
+class KernelRole(Vocab):
+    """What a REGISTERED_KERNEL place does with the overload it names."""
+
+    KERNEL = "kernel"  # a kernel for it: an entry of a torchgen backend yaml, or m.impl(...)
+    CUSTOM = "custom"  # the backend defines its own op of that name (backend yaml `custom:`)
+    AUTOCAST = "autocast"  # an autocast policy: KERNEL_PRIVATEUSEONE(op, [overload,] policy)
+    C_SHIM = "c_shim"  # an AOTI C shim the backend declares for it (c_shim_<device>.h)
+    OP_LIST = "op_list"  # named by a C++ string "aten::x.y" (a fallback or allow list)
 
 
 class _Ranked(Vocab):
@@ -218,6 +231,8 @@ class Reference:
     # (``gm.graph.call_function`` with ``gm: GraphModule``): the join follows ``attr``'s
     # declared type upstream to the class whose ``member`` it is (downstream/typed_params)
     through: str | None = None
+    # registered_kernel: what the place does with the overload (kernel, autocast, c_shim...)
+    role: KernelRole | None = None
 
     @property
     def at(self) -> str:
@@ -244,6 +259,7 @@ class Coupling:
     problems: list[str] = field(default_factory=list)  # signature incompatibilities found
     owner: str | None = None  # downstream qualname enclosing the place (None: module level)
     evidence: str = ""  # the breaking path found, or why none was (join/breaking_path.py)
+    role: KernelRole | None = None  # registered_kernel: kernel, autocast, c_shim, ...
 
     @property
     def place(self) -> str:
@@ -268,6 +284,7 @@ class Coupling:
             "best_effort": self.best_effort,
             "problems": list(self.problems),
             "evidence": self.evidence,
+            "role": str(self.role) if self.role is not None else None,
         }
 
 

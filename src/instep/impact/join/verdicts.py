@@ -120,6 +120,7 @@ def decide(
         problems=list(problems),
         owner=ref.owner,
         evidence=evidence,
+        role=ref.role,
     )
 
 
