@@ -25,6 +25,8 @@ from typing import TypeVar
 from instep.errors import BadInput, MissingInput
 from instep.impact.downstream.class_escapes import ClassEscapes
 from instep.impact.downstream.inductor_use import find_inductor_use
+from instep.impact.downstream.kernel_records import KernelIndex
+from instep.impact.downstream.registered_kernels import is_native_source, read_registered_kernels
 from instep.impact.downstream.wholesale import find_swaps
 from instep.impact.join import forked_passes
 from instep.impact.join.breaking_path import UpstreamCalls
@@ -33,6 +35,7 @@ from instep.impact.join.dropped_attributes import DroppedAttributes
 from instep.impact.join.fork_gaps import ForkGaps
 from instep.impact.join.fork_search import ForkSearch
 from instep.impact.join.hook_names import HookNames, add_found
+from instep.impact.join.kernel_couplings import KernelCouplings
 from instep.impact.join.matchers import Join, PendingAdds
 from instep.impact.join.op_arguments import OpArguments
 from instep.impact.join.op_couplings import OpCouplings
@@ -417,7 +420,10 @@ class _Analysis:
 
         if getattr(self, "down_snapshot", None) is None:
             cache_dir = self.req.cache_dir or Path(".instep-cache")
-            self.down_snapshot = sources.open_snapshot(self.req.downstream, cache_dir)
+            # the yaml and C++ files too: the backend's registered kernels
+            self.down_snapshot = sources.open_snapshot(
+                self.req.downstream, cache_dir, also=is_native_source
+            )
         return self.down_snapshot
 
     def _memo_key(self) -> str | None:
@@ -459,6 +465,12 @@ class _Analysis:
             items, upstream_roots=self.roots, cache=cache, jobs=self.jobs
         )
         self.stats["downstream_files"] = len(items)
+        self.kernel_index = self._timed_stage(
+            "registered_kernels",
+            lambda: read_registered_kernels(snap.paths(), snap.read, skip=self._excluded),
+        )
+        if self.kernel_index.backend_yamls or self.kernel_index.cpp_files_read:
+            self.stats.update(self.kernel_index.stats())
         self.down_tests = self._downstream_tests(snap)
         self.stats["downstream_tests"] = self.down_tests.count
         return index
@@ -540,7 +552,8 @@ class _Analysis:
         join.inductor = find_inductor_use(snap.paths(), read_down)
         refs = list(down.references())
         self.stats["downstream_references"] = len(refs)
-        if not refs and self.stats.get("downstream_files"):
+        kernels = getattr(self, "kernel_index", None) or KernelIndex()
+        if not refs and not kernels.kernels and self.stats.get("downstream_files"):
             log.warning(
                 "the downstream (%s, %s Python files) names no symbol of the upstream "
                 "package %s: every unit would read 'no coupling'; check --downstream, or "
@@ -551,6 +564,11 @@ class _Analysis:
             )
         join.references(refs)
         OpCouplings(join, units, self._lines_of).match(refs)
+        kernel_couplings = KernelCouplings(join, units)
+        self.stats["registered_kernel_couplings"] = kernel_couplings.match(kernels.kernels)
+        self.stats["c_shim_header_couplings"] = kernel_couplings.match_shims(
+            kernels.shim_references
+        )
         # dropped attributes and fork gaps only add: they run while the hook-name child
         # (the last to end) still works, their adds kept and made after its couplings
         dropped = PendingAdds(join)

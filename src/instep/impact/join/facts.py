@@ -17,6 +17,7 @@ from collections.abc import Callable
 from instep.impact.downstream.version_refusals import holds
 from instep.impact.join.constructor_calls import constructor_facts
 from instep.impact.model import ChangeKind, CouplingKind, Reference, SymbolChange
+from instep.impact.upstream import c_shims
 from instep.impact.upstream.call_paths import CONSTRUCTION
 from instep.pyindex.model import SymbolKind
 from instep.pyindex.registrations import FALLBACK_CALLS, OVERRIDE_DECOMP, role_of
@@ -74,6 +75,13 @@ def facts_for(
     new_sig = change.new.signature if change.new is not None else None
     if change.aspects == {ChangeKind.ANNOTATION}:
         facts.add("only_annotations")
+    if (
+        kind is CouplingKind.C_SHIM
+        and old_sig is not None
+        and new_sig is not None
+        and c_shims.parameter_types(old_sig) == c_shims.parameter_types(new_sig)
+    ):
+        facts.add("shim_names_only")  # C callers bind by position: the names do not matter
     if kind in REPLACING_KINDS and (ref.signature is not None or ref.body_hash is not None):
         facts.add("has_replacement")
         if ref.signature is not None and new_sig is not None:
