@@ -31,7 +31,11 @@ import re
 
 import yaml
 
-from instep.impact.downstream.kernel_records import KernelSource, RegisteredKernel
+from instep.impact.downstream.kernel_records import (
+    UPSTREAM_NAMESPACE,
+    KernelSource,
+    RegisteredKernel,
+)
 from instep.impact.model import KernelRole
 from instep.impact.upstream.op_schemas import SCHEMA_FILES
 
@@ -118,7 +122,7 @@ def _section(
                 role=role,
                 source=KernelSource.YAML,
                 where=section,
-                namespace="" if role is KernelRole.CUSTOM else "aten",
+                namespace="" if role is KernelRole.CUSTOM else UPSTREAM_NAMESPACE,
                 snippet=lines[line - 1].strip()[:200] if line <= len(lines) else written[:200],
                 schema=written if "(" in written else None,
             )

@@ -32,6 +32,7 @@ count); line continuations are whitespace. AOTI C shim declarations are read by
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 
@@ -73,9 +74,12 @@ class Masked:
     text: str
     code: str
     strings: dict[int, str] = field(default_factory=dict)  # opening quote offset -> value
+    newlines: list[int] = field(default_factory=list)  # offsets of the newlines, in order
 
     def line_of(self, offset: int) -> int:
-        return self.text.count("\n", 0, offset) + 1
+        if not self.newlines and "\n" in self.text:
+            self.newlines = [m.start() for m in re.finditer("\n", self.text)]
+        return bisect.bisect_left(self.newlines, offset) + 1
 
     def string_at(self, offset: int) -> str | None:
         """The value of the string literal starting at or after ``offset`` (spaces

@@ -12,12 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from instep.impact.model import KernelRole, Reference
+from instep.pyindex.model import Vocab
 
 UPSTREAM_NAMESPACE = "aten"
 
 
-class KernelSource:
-    """Where a record was read from (plain strings: they are also stats keys)."""
+class KernelSource(Vocab):
+    """Where a record was read from."""
 
     YAML = "backend_yaml"  # a torchgen backend yaml
     CPP = "cpp"  # C++ source or header text
@@ -31,7 +32,7 @@ class RegisteredKernel:
     line: int
     name: str  # 'sum.dim_IntList', 'abs' (the default overload); c_shim: 'add_Tensor'
     role: KernelRole
-    source: str  # KernelSource.YAML | KernelSource.CPP
+    source: KernelSource
     where: str  # yaml section, dispatch key, autocast policy, or the shim header's device
     namespace: str = UPSTREAM_NAMESPACE  # '' for a backend yaml's own (custom) op
     snippet: str = ""
@@ -96,19 +97,19 @@ class KernelIndex:
         """``registered_kernels`` and its parts, for the report's scope (absent when
         nothing was read: the caller leaves them out)."""
 
-        def distinct(role: KernelRole, source: str | None = None) -> int:
+        def distinct(role: KernelRole, source: KernelSource | None = None) -> int:
             return len(
                 {
                     (k.namespace, k.name)
                     for k in self.kernels
-                    if k.role is role and (source is None or k.source == source)
+                    if k.role is role and (source is None or k.source is source)
                 }
             )
 
         yaml_names = {
             k.name
             for k in self.kernels
-            if k.source == KernelSource.YAML and k.role in (KernelRole.KERNEL, KernelRole.CUSTOM)
+            if k.source is KernelSource.YAML and k.role in (KernelRole.KERNEL, KernelRole.CUSTOM)
         }
         return {
             "registered_kernels": len(self.registered_overloads()),

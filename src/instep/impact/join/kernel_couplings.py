@@ -81,7 +81,7 @@ def kernel_facts(
     the rationale quotes."""
     facts: set[str] = set()
     if kernel.role is KernelRole.KERNEL:
-        facts.add("from_yaml" if kernel.source == KernelSource.YAML else "from_cpp")
+        facts.add("from_yaml" if kernel.source is KernelSource.YAML else "from_cpp")
     else:
         facts.add(_ROLE_FACT[kernel.role])
     if kernel.boxed:
@@ -115,7 +115,7 @@ def kernel_facts(
 
 def _copy(kernel: RegisteredKernel):
     """The schema a backend yaml entry writes out (``func: x(...) -> y``), parsed."""
-    if kernel.source != KernelSource.YAML or not kernel.schema:
+    if kernel.source is not KernelSource.YAML or not kernel.schema:
         return None
     try:
         return parse_schema(kernel.schema)
