@@ -28,6 +28,7 @@ ENGLISH = {
     "judgement": {**{j: j for j in weekly.JUDGEMENTS}, "open since": "open since {run}"},
     "impact_headings": labels.HEADINGS["en"],
     "impact_sections": labels.SECTIONS["en"],
+    "impact_roles": labels.KERNEL_ROLES["en"],
     "impact_table": {
         "columns": labels.COLUMNS["en"],
         "extra_columns": csv_table.EXTRA["en"],

@@ -30,7 +30,7 @@ from instep.store import Store
 
 #: the fingerprint of every schema version's records and vocabularies (append only: a
 #: change to the records is a new version, see the versioning rule in the module)
-FINGERPRINTS = {2: "92213a3bc06b79d7"}
+FINGERPRINTS = {2: "92213a3bc06b79d7", 3: "720eb2f1f1557f1c"}
 
 
 #: version checks of the kinds real backends write, added to the fixture's downstream so
@@ -128,11 +128,11 @@ def _older(raw: dict) -> None:  # as instep.impact/1 wrote it before a field was
 
 
 def _newer(raw: dict) -> None:  # a later version with a field this one does not know
-    raw["schema"] = "instep.impact/3"
-    raw["units"][0]["native_symbols"] = []
+    raw["schema"] = f"instep.impact/{contract.SCHEMA_VERSION + 1}"
+    raw["units"][0]["python_symbols"] = []
 
 
-@pytest.mark.parametrize(("edit", "version"), [(_older, 1), (_newer, 3)])
+@pytest.mark.parametrize(("edit", "version"), [(_older, 1), (_newer, contract.SCHEMA_VERSION + 1)])
 def test_another_schema_version_is_one_line_naming_both(documents, tmp_path, edit, version):
     path = _variant(documents, tmp_path, f"v{version}.json", edit)
     expected = (
@@ -148,7 +148,8 @@ def test_a_report_that_validates_but_names_another_version_is_refused(documents,
     path = _variant(
         documents, tmp_path, "v9.json", lambda raw: raw.update(schema="instep.impact/9")
     )
-    with pytest.raises(BadInput, match="impact report schema 9, this instep reads schema 2"):
+    said = f"impact report schema 9, this instep reads schema {contract.SCHEMA_VERSION}"
+    with pytest.raises(BadInput, match=said):
         read_report(path)
 
 
@@ -183,7 +184,7 @@ def _store_state(db: Path) -> str:
     return hashlib.sha256(db.read_bytes()).hexdigest() if db.exists() else "absent"
 
 
-@pytest.mark.parametrize(("edit", "version"), [(_older, 1), (_newer, 3)])
+@pytest.mark.parametrize(("edit", "version"), [(_older, 1), (_newer, contract.SCHEMA_VERSION + 1)])
 def test_run_and_triage_refuse_another_version_and_store_nothing(
     documents, tmp_path, edit, version
 ):

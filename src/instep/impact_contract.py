@@ -14,12 +14,14 @@ one integer ``N`` (:data:`SCHEMA_VERSION`). Any change to what a record holds bu
 field added, removed, renamed or retyped, a member added to or removed from a vocabulary
 (a new coupling kind too). A reader accepts exactly the version it was built with: a report
 of an older or newer version is a one-line error naming the file and both versions
-(``--impact i.json: impact report schema 1, this instep reads schema 2; re-run instep
+(``--impact i.json: impact report schema 2, this instep reads schema 3; re-run instep
 impact with this instep``, exit 2). Within a version every record has exactly its fields
 (an unknown or missing field is an error, as is a value outside its vocabulary or of
 another type), except ``stats``: timings and counters for people, read by no engine,
 whose keys may change within a version. N was 1 while fields were only added, and read by
-string keys; 2 is the first typed version (the same fields as the last 1).
+string keys; 2 is the first typed version (the same fields as the last 1); 3 adds the C++
+half of a backend (the coupling kinds ``registered_kernel`` and ``linked_symbol``, a
+coupling's ``role``, the ``library`` unit, the native symbol kinds, the report's ``scope``).
 
 Not here: deciding anything (the impact engine's), rendering for people (``impact/export``),
 selecting tests (``suites/impact_selection.py``), attribution (``triage/culprits.py``).
@@ -42,7 +44,7 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 from instep.errors import BadInput, MissingInput
 from instep.pyindex.model import SymbolKind, Vocab
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SCHEMA = f"instep.impact/{SCHEMA_VERSION}"
 _SCHEMA_PREFIX = "instep.impact/"
 
@@ -86,6 +88,19 @@ class CouplingKind(Vocab):
     HOOK_NAME = "hook_name"  # a member upstream newly reads from a class the backend subclasses
     # a downstream subclass reads self.<attr> that an upstream base __init__ no longer sets
     INHERITED_ATTRIBUTE = "inherited_attribute"
+    # an ATen overload the backend's C++ half registers (torchgen backend yaml, m.impl,
+    # autocast KERNEL_* lists, AOTI C shim headers) x native_functions.yaml
+    REGISTERED_KERNEL = "registered_kernel"
+
+
+class KernelRole(Vocab):
+    """What a REGISTERED_KERNEL place does with the overload it names."""
+
+    KERNEL = "kernel"  # a kernel for it: an entry of a torchgen backend yaml, or m.impl(...)
+    CUSTOM = "custom"  # the backend defines its own op of that name (backend yaml `custom:`)
+    AUTOCAST = "autocast"  # an autocast policy: KERNEL_PRIVATEUSEONE(op, [overload,] policy)
+    C_SHIM = "c_shim"  # an AOTI C shim the backend declares for it (c_shim_<device>.h)
+    OP_LIST = "op_list"  # named by a C++ string "aten::x.y" (a fallback or allow list)
 
 
 class _Ranked(Vocab):
@@ -177,6 +192,7 @@ class Coupling:
     best_effort: bool
     problems: tuple[str, ...]  # signature incompatibilities found
     evidence: str  # the breaking path found, or why none was
+    role: KernelRole | None  # registered_kernel: what the place does (kernel, autocast, ...)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ the symbol index (``instep.pyindex``, whose nouns ``Symbol``, ``SymbolKind`` and
 :class:`SymbolChange`, the coupling index yields :class:`Reference`, the verdict rules
 join them into :class:`Coupling` and :class:`Impact`, exporters render them.
 Nothing here parses, diffs or decides. The vocabularies (``Action``, ``Risk``, ``Stage``,
-``CouplingKind``, ``ChangeKind``, ``Tristate``) are the impact contract's
+``CouplingKind``, ``ChangeKind``, ``Tristate``, ``KernelRole``) are the impact contract's
 (``instep.impact_contract``), re-exported here; the records that reach the JSON build their
 contract record (``record()``), which ``export/json_doc.py`` writes.
 """
@@ -21,6 +21,7 @@ from instep.impact_contract import (
     Action,
     ChangeKind,
     CouplingKind,
+    KernelRole,
     Risk,
     Stage,
     Tristate,
@@ -170,6 +171,8 @@ class Reference:
     # (``gm.graph.call_function`` with ``gm: GraphModule``): the join follows ``attr``'s
     # declared type upstream to the class whose ``member`` it is (downstream/typed_params)
     through: str | None = None
+    # registered_kernel: what the place does with the overload (kernel, autocast, c_shim...)
+    role: KernelRole | None = None
 
     @property
     def at(self) -> str:
@@ -196,6 +199,7 @@ class Coupling:
     problems: list[str] = field(default_factory=list)  # signature incompatibilities found
     owner: str | None = None  # downstream qualname enclosing the place (None: module level)
     evidence: str = ""  # the breaking path found, or why none was (join/breaking_path.py)
+    role: KernelRole | None = None  # registered_kernel: kernel, autocast, c_shim, ...
 
     @property
     def place(self) -> str:
@@ -220,6 +224,7 @@ class Coupling:
             best_effort=self.best_effort,
             problems=tuple(self.problems),
             evidence=self.evidence,
+            role=self.role,
         )
 
 

@@ -6,7 +6,7 @@ import csv
 import io
 
 from instep.glossary import glossary
-from instep.impact.export.labels import COLUMNS, YES_NO, lang_of
+from instep.impact.export.labels import COLUMNS, YES_NO, kind_label, lang_of
 from instep.impact.model import ImpactReport
 
 EXTRA = {
@@ -35,7 +35,9 @@ def render_csv(report: ImpactReport) -> str:
                 str(u.stage),
                 ", ".join(u.coupling_kinds),
                 "\n".join(
-                    f"{c.downstream} {c.kind} -> {c.upstream} [{c.action}]" for c in u.couplings
+                    f"{c.downstream} {kind_label(c.kind, c.role, lang)} -> {c.upstream}"
+                    f" [{c.action}]"
+                    for c in u.couplings
                 ),
                 "\n".join(f"{c.ref} ({c.kind})" for c in ch.changes),
                 "\n".join(u.suggested_tests),

@@ -25,6 +25,7 @@ from instep.impact.export.labels import (
     HEADINGS,
     SECTIONS,
     YES_NO,
+    kind_label,
     lang_of,
     tests_note_text,
 )
@@ -94,7 +95,7 @@ def table_data(report: ImpactReport, all_units: bool, lang: str) -> dict[str, An
                 [
                     [
                         str(c.action),
-                        s(str(c.kind)),
+                        s(kind_label(c.kind, c.role, lang)),
                         s(c.downstream.rsplit(":", 1)[0]),
                         int(c.downstream.rsplit(":", 1)[1] or 0),
                         s(c.upstream),
@@ -137,4 +138,5 @@ def render_html(report: ImpactReport, all_units: bool = False) -> str:
         warnings=report.warnings,
         all_units=all_units,
         data=markupsafe.Markup(_script_json(table_data(report, all_units, lang))),
+        kind_of=lambda c: kind_label(c.kind, c.role, lang),
     )

@@ -10,6 +10,7 @@ from instep.impact.export.labels import (
     RISK,
     SECTIONS,
     YES_NO,
+    kind_label,
     lang_of,
     tests_note_text,
 )
@@ -24,7 +25,8 @@ def _analysis(unit: Impact, lang: str, max_evidence: int) -> str:
     parts = [unit.rationale]
     if unit.couplings:
         ev = [
-            f"`{c.downstream}` {c.kind} → `{c.upstream}` [{c.action}, {c.rule}]"
+            f"`{c.downstream}` {kind_label(c.kind, c.role, lang)} → `{c.upstream}`"
+            f" [{c.action}, {c.rule}]"
             for c in unit.couplings[:max_evidence]
         ]
         if len(unit.couplings) > max_evidence:
@@ -141,7 +143,8 @@ def _test_these(sec: sections.Sections, t: dict, lang: str) -> list[str]:
         for i, p in enumerate(sec.test_these, 1):
             top = p.top
             why = (
-                f"{top.coupling.kind} → `{top.coupling.upstream}` ({top.change}, {top.stage}"
+                f"{kind_label(top.coupling.kind, top.coupling.role, lang)}"
+                f" → `{top.coupling.upstream}` ({top.change}, {top.stage}"
                 + (f", +{top.hops} hops" if top.hops else "")
                 + ")"
                 + (f"; {t['sinks']}" if p.sinks else "")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from instep.impact.export.labels import kind_label
 from instep.impact.export.priority import TestPlace, rank_test_places
 from instep.impact.model import Action, ChangeKind, ImpactReport
 
@@ -25,7 +26,7 @@ class ShimLine:
     pr: int | None
     downstream: str  # 'path:line'
     snippet: str
-    kind: str  # coupling kind
+    kind: str  # coupling kind (with a registered kernel's role: 'registered_kernel, kernel')
     upstream: str  # 'path::qualname'
     upstream_at: str  # 'path:line' in the new upstream (the old one when removed)
     change: str  # change kind
@@ -109,7 +110,7 @@ def act_now(report: ImpactReport) -> list[ShimLine]:
                     pr=unit.change.pr,
                     downstream=c.downstream,
                     snippet=c.snippet.strip(),
-                    kind=str(c.kind),
+                    kind=kind_label(c.kind, c.role, report.lang),
                     upstream=c.upstream,
                     upstream_at=_upstream_at(change),
                     change=str(change.kind) if change is not None else "",

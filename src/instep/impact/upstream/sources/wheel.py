@@ -17,6 +17,7 @@ import os
 import re
 import zipfile
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 from instep.errors import BadInput, MissingInput
@@ -31,7 +32,12 @@ class WheelSnapshot:
     """The source members (``*.py``, C shim headers) of a wheel, by installed path."""
 
     def __init__(
-        self, wheel: Path, label: str | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES
+        self,
+        wheel: Path,
+        label: str | None = None,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        also: Callable[[str], bool] | None = None,
     ) -> None:
         wheel = Path(wheel).expanduser()
         if not wheel.exists():
@@ -57,7 +63,7 @@ class WheelSnapshot:
                 continue
             if name.endswith(".dist-info/RECORD") and name.count("/") == 1:
                 record_name = name
-            if not is_source_path(name):
+            if not (is_source_path(name) or (also is not None and also(name))):
                 continue
             path = _DATA_LIB.sub("", name, count=1)
             if info.file_size > max_bytes:
