@@ -10,6 +10,7 @@ own module; none of them imports analysed code.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import re
 import time
@@ -44,9 +45,11 @@ from instep.impact.model import (
     Coupling,
     Impact,
     ImpactReport,
+    ReportScope,
     SymbolChange,
     UpstreamChange,
 )
+from instep.impact.native_coupling import NativeResult
 from instep.impact.no_gc import no_cyclic_gc
 from instep.impact.upstream.release_diff import default_jobs
 from instep.impact.upstream.resolver import UpstreamResolver
@@ -424,6 +427,7 @@ class _Analysis:
         """Key of the whole report (release diffs with a cache; see report_memo)."""
         if self.mode != "release" or self.cache_root is None:
             return None
+        from instep.impact.native_coupling import identity as native_identity
         from instep.impact.report_memo import report_key
 
         req = self.req
@@ -438,6 +442,8 @@ class _Analysis:
             "labels": sorted(self.labels.items()),
         }
         down = self._downstream_snapshot()
+        # the shared objects are no source files: named by their identities here
+        request["native"] = native_identity(self.old, self.new, down)
         return report_key(
             request,
             [
@@ -648,15 +654,57 @@ class _Analysis:
                     "timings_s": dict(self.timings),
                 }
                 return remembered
+        native = self._start_native()  # before the indexing's threads start
         t = time.perf_counter()
         units, down = self._index_both(raw)
         self._timed("indexing", t)
         t = time.perf_counter()
         couplings = self.join(units, down)
         self._timed("join", t)
+        self._add_native(native(), units, couplings)
         report = self._report(units, couplings, down)
         self.remember = (memo, memo_key) if memo_key is not None else None
         return report
+
+    def _start_native(self) -> Callable[[], NativeResult]:
+        """The native half (``native_coupling``: linked symbols of the downstream's shared
+        objects) in a forked child while the Python side is indexed; its result when
+        called."""
+        from instep.impact import native_coupling
+
+        snap = self._downstream_snapshot()
+        name = self._upstream_name()
+        labels = {
+            side: f"{name} {_v(version)}" if version else str(self.labels.get(side, side))
+            for side, version in (("old", self.old_version), ("new", self.new_version))
+        }
+        work = functools.partial(
+            native_coupling.analyse_native,
+            mode=self.mode,
+            old=self.old,
+            new=self.new,
+            down=snap,
+            python_paths=[p for p in snap.paths() if p.endswith(".py") and not self._excluded(p)],
+            read_python=snap.read,
+            cache_root=self.cache_root,
+            labels=labels,
+        )
+        if self.mode != "release":
+            return work  # says why nothing was checked; reads nothing
+        return forked_passes.start(self.jobs, {"native": work})["native"]
+
+    def _add_native(
+        self, result: NativeResult, units: list[UpstreamChange], couplings: dict
+    ) -> None:
+        """The native units after the Python ones, and what the native half read."""
+        for unit, found in result.units:
+            couplings[len(units)] = found
+            units.append(unit)
+        self.native = result
+        self.timings["native"] = result.seconds
+        self.stats["native_reads"] = result.reads
+        for warning in result.warnings:
+            log.warning("%s", warning)
 
     def _index_both(self, raw: list[_RawUnit]) -> tuple[list[UpstreamChange], object]:
         """The symbol diff of the upstream units and the downstream index."""
@@ -674,7 +722,7 @@ class _Analysis:
         """The unit verdicts, their suggested tests and the compat debt, as a report."""
         if self.mode == "release":
             for i, u in enumerate(units):
-                if couplings.get(i):
+                if couplings.get(i) and u.unit_kind != "library":  # native titles its own
                     u.title = _release_title(u.id, _by_coupling(u.changes, couplings[i]))
         impacts: list[Impact] = []
         name = self._upstream_name()
@@ -710,6 +758,19 @@ class _Analysis:
             stats={"timings_s": self.timings, **self.stats},
             generated_at=_now(),
             lang=self.req.lang,
+            scope=self._scope(),
+        )
+
+    def _scope(self) -> ReportScope:
+        """What was read: the Python files, the native half's part, the kernels the
+        registered-kernel pass counted (``stats["registered_kernels"]``, when it ran)."""
+        from instep.impact.native_coupling import with_python
+
+        kernels = self.stats.get("registered_kernels")
+        return with_python(
+            self.native,
+            int(self.stats.get("downstream_files") or 0),
+            kernels if isinstance(kernels, int) else None,
         )
 
     def _tests(self, unit: UpstreamChange, couplings: list[Coupling]) -> list[str]:

@@ -52,6 +52,9 @@ class CouplingKind(Vocab):
     HOOK_NAME = "hook_name"  # a member upstream newly reads from a class the backend subclasses
     # a downstream subclass reads self.<attr> that an upstream base __init__ no longer sets
     INHERITED_ATTRIBUTE = "inherited_attribute"
+    # a downstream shared object takes a dynamic symbol from an upstream library
+    # (impact/join/linked_symbols.py): gone, signature changed or moved on the new upstream
+    LINKED_SYMBOL = "linked_symbol"
 
 
 class _Ranked(Vocab):
@@ -330,6 +333,54 @@ class Impact:
         }
 
 
+class NativeCheck(Vocab):
+    """Whether the downstream's linked upstream symbols were checked, and if not, why."""
+
+    CHECKED = "checked"
+    NO_SHARED_OBJECTS = "no_shared_objects"  # the downstream holds none (Python only)
+    NEEDS_RELEASES = "needs_releases"  # a git range or patches: no built libraries
+    UPSTREAM_NOT_BUILT = "upstream_not_built"  # an upstream side has no shared libraries
+
+
+@dataclass(frozen=True)
+class UnreadObject:
+    """A downstream shared object that could not be read, and why."""
+
+    path: str
+    reason: str  # 'not an ELF file', 'truncated: ...', 'another architecture (EM_AARCH64 ...)'
+
+
+@dataclass(frozen=True)
+class ReportScope:
+    """What an analysis read and what it did not: every report opens with it, so that
+    "no Shim" is never said of a part that was not read."""
+
+    python_files: int  # downstream Python files indexed
+    native: NativeCheck
+    shared_objects: int = 0  # downstream shared objects read
+    unreadable: tuple[UnreadObject, ...] = ()  # downstream shared objects not read
+    linked_symbols: int = 0  # (object, symbol) pairs taken from the old upstream's libraries
+    missing_symbols: int = 0  # of those, the ones the new upstream no longer resolves
+    moved_symbols: int = 0  # of those, resolved from another library of the new upstream
+    upstream_libraries: tuple[str, ...] = ()  # the old upstream's libraries read
+    registered_kernels: int | None = None  # stats["registered_kernels"]; None: not read
+    detail: str = ""  # why the check did not run (names the side), for NativeCheck != CHECKED
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "python_files": self.python_files,
+            "native": str(self.native),
+            "shared_objects": self.shared_objects,
+            "unreadable": [{"path": u.path, "reason": u.reason} for u in self.unreadable],
+            "linked_symbols": self.linked_symbols,
+            "missing_symbols": self.missing_symbols,
+            "moved_symbols": self.moved_symbols,
+            "upstream_libraries": list(self.upstream_libraries),
+            "registered_kernels": self.registered_kernels,
+            "detail": self.detail,
+        }
+
+
 HOTSPOTS = 25  # downstream hotspots listed in the outputs
 HOTSPOT_UNIT_IDS = 8  # unit ids shown per hotspot
 
@@ -348,6 +399,7 @@ class ImpactReport:
     stats: dict[str, Any] = field(default_factory=dict)  # timings (s), counts, cache hits
     generated_at: str = ""
     lang: str = "en"
+    scope: ReportScope | None = None  # what was read (None: a report from before scopes)
 
     def summary(self) -> dict[str, Any]:
         def count(values: list[str]) -> dict[str, int]:
