@@ -19,7 +19,7 @@ symbol       v1 (``torch/lib/libup.so``)      v2
 ============ ================================ ======================================
 
 The downstream ``dpkg``: ``dpkg/lib/libdown.so`` (RUNPATH ``$ORIGIN``) calls all six and
-is loaded at import through ``dpkg/_C.cpython-311-x86_64-linux-gnu.so`` (RUNPATH
+is loaded at import through ``dpkg/_C<this Python's extension suffix>`` (RUNPATH
 ``$ORIGIN/lib``), which ``dpkg/__init__.py`` imports at module level. Tests that need a
 compiler skip with a reason when none is found (CI has one).
 """
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from importlib.machinery import EXTENSION_SUFFIXES
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,7 +97,8 @@ from dpkg import _C  # loads lib/libdown.so through DT_NEEDED
 def version():
     return os.environ.get("DPKG_VERSION", "0")
 '''
-EXTENSION_FILE = "_C.cpython-311-x86_64-linux-gnu.so"
+# the running interpreter's own suffix, so that a test can really import it
+EXTENSION_FILE = "_C" + next(s for s in EXTENSION_SUFFIXES if s.endswith(".so") and s != ".so")
 IMPORT_LINE = 4  # the line of ``from dpkg import _C`` in INIT_PY
 
 

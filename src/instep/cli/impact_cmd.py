@@ -180,6 +180,10 @@ def impact(
     floor = Action(min_action).rank
     report.units = [u for u in report.units if u.action.rank >= floor]
     write(report, fmt, out, all_units=all_units)
+    from instep.impact.export.scope_text import scope_lines
+
+    for line in scope_lines(report.scope, report.lang):  # what was read, first
+        log.info("%s", line)
     s = report.summary()
     log.info(
         "%d units (%s); %d couplings; %.1f s%s",

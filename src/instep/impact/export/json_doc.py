@@ -17,6 +17,7 @@ def as_document(report: ImpactReport) -> dict[str, Any]:
         "tool": f"instep {__version__}",
         "generated_at": report.generated_at,
         "lang": report.lang,
+        "scope": report.scope.as_dict() if report.scope is not None else None,
         "upstream": report.upstream,
         "downstream": report.downstream,
         "summary": report.summary(),

@@ -589,7 +589,15 @@ def _change(
     if qualname in used:
         qualname = f"{qualname} [{t.name}]"  # C1/C2 constructors, D0/D1/D2 destructors
     used.add(qualname)
-    old_sym = Symbol(t.library, qualname, kind_of, old_at[1] if old_at else 0, 0, decl.parameters)
+    # the symbol's place is its declaration (header:line) when found, else its library
+    old_sym = Symbol(
+        old_at[0] if old_at else t.library,
+        qualname,
+        kind_of,
+        old_at[1] if old_at else 0,
+        0,
+        _bare(decl.parameters),
+    )
     new_sym = None
     detail = ""
     kind = ChangeKind.REMOVED
@@ -600,14 +608,24 @@ def _change(
         news = [split_declaration(demangle(n)) for n in f.new_overloads]
         new_params = " | ".join(d.parameters or "" for d in news)
         new_sym = Symbol(
-            f.where or t.library, qualname, kind_of, new_at[1] if new_at else 0, 0, new_params
+            new_at[0] if new_at else f.where or t.library,
+            qualname,
+            kind_of,
+            new_at[1] if new_at else 0,
+            0,
+            " | ".join(_bare(d.parameters) or "" for d in news),
         )
-        detail = f"signature: {decl.parameters} -> {new_params}"
+        if all(d.parameters == decl.parameters for d in news):
+            # same parameters, another mangled name: the return type or an ABI tag changed
+            new_full = " | ".join(demangle(n) for n in f.new_overloads)
+            detail = f"signature: {demangle(t.name)} -> {new_full}"
+        else:
+            detail = f"signature: {decl.parameters} -> {new_params}"
     elif f.fate in (Fate.MOVED_LOADED, Fate.MOVED_UNLOADED):
         kind = ChangeKind.RENAMED
         renamed_from = f"{t.library}::{qualname}"
         path = f.where or t.library
-        new_sym = Symbol(path, qualname, kind_of, 0, 0, decl.parameters)
+        new_sym = Symbol(path, qualname, kind_of, 0, 0, _bare(decl.parameters))
         detail = f"moved: {t.library} -> {path}"
     elif f.fate is Fate.LIBRARY_GONE:
         detail = f"the new upstream has no {_file_name(t.library)}"
@@ -644,6 +662,11 @@ def _change(
         renamed_from=renamed_from,
     )
     return change, group, declared
+
+
+def _bare(parameters: str | None) -> str | None:
+    """'(int, bool)' -> 'int, bool': a parameter list as Python symbols keep theirs."""
+    return parameters[1:-1] if parameters else parameters
 
 
 def _coupling(
