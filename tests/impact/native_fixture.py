@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from importlib.machinery import EXTENSION_SUFFIXES
 import zipfile
 from dataclasses import dataclass
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 import pytest
