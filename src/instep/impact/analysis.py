@@ -703,6 +703,8 @@ class _Analysis:
         self.native = result
         self.timings["native"] = result.seconds
         self.stats["native_reads"] = result.reads
+        if result.by_object:  # [taken from the old upstream, of which missing] per object
+            self.stats["linked_symbols_by_object"] = result.by_object
         for warning in result.warnings:
             log.warning("%s", warning)
 

@@ -40,6 +40,8 @@ class NativeResult:
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
     reads: int = 0  # shared objects read from their files (0 on a warm run)
+    # per downstream object: [symbols taken from the old upstream, of which missing]
+    by_object: dict[str, list[int]] = field(default_factory=dict)
 
 
 def not_checked(check: NativeCheck, detail: str) -> NativeResult:
@@ -102,6 +104,7 @@ def analyse_native(
 def _analyse(mode, old, new, down, python_paths, read_python, cache_root, labels) -> NativeResult:
     from instep.impact.downstream.native_loads import find_load_sites
     from instep.impact.join.linked_symbols import (
+        MISSING,
         HeaderSearch,
         LinkedSymbols,
         loadings,
@@ -157,7 +160,8 @@ def _analyse(mode, old, new, down, python_paths, read_python, cache_root, labels
             finally:
                 old_headers.close()
                 new_headers.close()
-        missing = sum(1 for f in findings.missing)
+        missing_fates = findings.missing
+        missing = len(missing_fates)
         moved = sum(1 for f in findings.fates if f.fate.value == "moved_loaded")
         scope = ReportScope(
             python_files=0,
@@ -170,7 +174,11 @@ def _analyse(mode, old, new, down, python_paths, read_python, cache_root, labels
             upstream_libraries=tuple(findings.upstream_libraries),
         )
         reads = sum(f.reads for f in (old_files, new_files, down_files) if f is not None)
-        return NativeResult(scope, units, reads=reads)
+        by_object = {obj: [0, 0] for obj in findings.objects}
+        for f in findings.fates:
+            by_object[f.taken.obj][0] += 1
+            by_object[f.taken.obj][1] += f.fate in MISSING
+        return NativeResult(scope, units, reads=reads, by_object=by_object)
     finally:
         for files in (old_files, new_files, down_files):
             if files is not None:
