@@ -147,3 +147,26 @@ def test_demangling_and_the_parts_of_a_declaration():
     assert (template.qualified, template.parameters) == ("max<int>", "(int, int)")
     assert split_declaration(demangle("_ZTVN2at6TensorE")).parameters is None  # vtable: data
     assert demangle("not_mangled") == "not_mangled" and demangle("_Zbad") == "_Zbad"
+
+
+def test_a_member_is_read_from_the_kept_ranges_without_a_temporary_file(
+    trees, tmp_path, monkeypatch
+):
+    from instep.elfindex import files
+
+    def no_spool(*a, **k):
+        raise AssertionError("the whole member was written out")
+
+    monkeypatch.setattr(files.tempfile, "TemporaryFile", no_spool)
+    found = SharedObjectFiles(wheel=trees.down_wheel(tmp_path)).read("dpkg/lib/libdown.so")
+    assert isinstance(found, SharedObject) and "_ZN2ns1gEv" in found.imports
+
+
+def test_tables_past_the_kept_head_are_read_from_a_second_inflate(trees, tmp_path, monkeypatch):
+    from instep.elfindex import files
+
+    monkeypatch.setattr(files, "HEAD_KEPT", 64)  # not even the program headers are kept
+    found = SharedObjectFiles(wheel=trees.down_wheel(tmp_path)).read("dpkg/lib/libdown.so")
+    tree = SharedObjectFiles(root=trees.down).read("dpkg/lib/libdown.so")
+    assert isinstance(found, SharedObject) and found.imports == tree.imports  # type: ignore[union-attr]
+    assert found.needed == tree.needed  # type: ignore[union-attr]

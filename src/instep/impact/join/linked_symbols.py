@@ -99,8 +99,6 @@ class LinkedFindings:
     unreadable: list[UnreadObject] = field(default_factory=list)
     fates: list[SymbolFate] = field(default_factory=list)
     upstream_libraries: list[str] = field(default_factory=list)  # old-upstream libraries read
-    # per downstream object: the new-upstream libraries its DT_NEEDED closure loads
-    closures: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def missing(self) -> list[SymbolFate]:
@@ -131,6 +129,7 @@ class LinkedSymbols:
         self.down_paths = down.paths()
         self.down_names = _by_file_name(down)
         self._machine: str | None = None
+        self._names: dict[str, str] = {}  # new-upstream library -> its exports, one per line
 
     # reading -------------------------------------------------------------------------
 
@@ -190,10 +189,7 @@ class LinkedSymbols:
         out.upstream_libraries = sorted(old_read)
         for path in out.objects:
             taken = list(self._taken(path, readable[path]))
-            fates = self._fates(path, taken)
-            out.fates += fates
-            if any(f.fate in MISSING or f.fate is Fate.MOVED_LOADED for f in fates):
-                out.closures[path] = list(self._closure(path))
+            out.fates += self._fates(path, taken)
         out.unreadable.sort(key=lambda u: u.path)
         return out
 
@@ -314,7 +310,7 @@ class LinkedSymbols:
                     so = self._upstream(self.new, lib)
                     if so is None:
                         continue
-                    for name in _containing(so, token)[:MAX_CANDIDATES]:
+                    for name in self._containing(lib, so, token)[:MAX_CANDIDATES]:
                         if name == t.name or _key(split_declaration(demangle(name))) != wanted:
                             continue
                         if old_so is not None and name in old_so.exports:
@@ -326,6 +322,22 @@ class LinkedSymbols:
             else:
                 yield t, SymbolFate(t, Fate.REMOVED, None, kept_overloads=tuple(sorted(kept)))
 
+    def _containing(self, lib: str, so: SharedObject, token: str) -> list[str]:
+        """The exported names of ``so`` that contain ``token``: one C-speed scan of the
+        names joined by newlines, not a Python loop over 75,000 names per token."""
+        blob = self._names.get(lib)
+        if blob is None:
+            blob = self._names[lib] = "\n".join(so.exports)
+        out = []
+        pos = blob.find(token)
+        while pos >= 0:
+            start = blob.rfind("\n", 0, pos) + 1
+            end = blob.find("\n", pos)
+            end = len(blob) if end < 0 else end
+            out.append(blob[start:end])
+            pos = blob.find(token, end)
+        return out
+
 
 def _key(decl: Declaration) -> str | None:
     """What two overloads of one function share: the qualified name (ABI tags dropped);
@@ -333,27 +345,6 @@ def _key(decl: Declaration) -> str | None:
     if decl.parameters is None:
         return None
     return _ABI_TAG.sub("", decl.qualified)
-
-
-_BLOBS: dict[int, tuple[SharedObject, str]] = {}
-
-
-def _containing(so: SharedObject, token: str) -> list[str]:
-    """The exported names of ``so`` that contain ``token`` (one C-speed scan of the
-    names joined by newlines, not a Python loop over 75,000 names per token)."""
-    held = _BLOBS.get(id(so))
-    if held is None or held[0] is not so:
-        held = _BLOBS[id(so)] = (so, "\n".join(so.exports))
-    blob = held[1]
-    out = []
-    pos = blob.find(token)
-    while pos >= 0:
-        start = blob.rfind("\n", 0, pos) + 1
-        end = blob.find("\n", pos)
-        end = len(blob) if end < 0 else end
-        out.append(blob[start:end])
-        pos = blob.find(token, end)
-    return out
 
 
 def _normalise(path: str) -> str:
