@@ -10,6 +10,9 @@ that object and the old and new upstream libraries it names into a temporary fol
 counts the same with ``nm -D`` and ``c++filt`` (the toolchain checks the product; the
 product never runs it): the symbols the object takes from the old upstream's libraries
 (undefined in it, defined in them) and those the new upstream's libraries lack.
+``--next WHEEL`` (the downstream's next release, built against the new upstream) says,
+for every missing symbol, whether that release's same object still takes it: a Shim the
+backend's own next release adapted to is a confirmed one.
 Results are in docs/validation/impact-native.md.
 """
 
@@ -83,6 +86,28 @@ def check_with_nm(old: Path, new: Path, down: Path, obj: str) -> None:
                 print(f"  {line}")
 
 
+def next_release(result, wheel: Path) -> None:
+    """Which missing symbols the downstream's next release still takes (same object)."""
+    from instep.elfindex.files import SharedObjectFiles
+    from instep.elfindex.model import SharedObject
+
+    files = SharedObjectFiles(wheel=wheel)
+    for unit, couplings in result.units:
+        obj = unit.id.removesuffix(" (linked symbols)")
+        so = files.read(obj) if obj in files else None
+        if not isinstance(so, SharedObject):
+            print(f"next release {wheel.name}: no readable {obj}")
+            continue
+        missing = [c for c in couplings if c.action.value != "Check"]
+        kept = [c for c in missing if c.evidence.rsplit(" ", 1)[-1] in so.imports]
+        print(
+            f"next release {wheel.name}: {obj} still takes {len(kept)} of the "
+            f"{len(missing)} symbols reported missing"
+        )
+        for c in kept:
+            print(f"  still taken: {c.upstream}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("old")
@@ -90,6 +115,7 @@ def main() -> None:
     ap.add_argument("down")
     ap.add_argument("--check", metavar="OBJECT", help="cross-check one object with nm -D")
     ap.add_argument("--cache", type=Path, default=None, help="analysis cache (default: none)")
+    ap.add_argument("--next", metavar="WHEEL", help="the downstream's next release")
     args = ap.parse_args()
     where = Path(tempfile.mkdtemp(prefix="instep-native-"))
     old, new, down = (open_snapshot(x, where) for x in (args.old, args.new, args.down))
@@ -127,6 +153,8 @@ def main() -> None:
             print(f"      {c.problems[0] if c.problems else c.detail}")
     for w in result.warnings:
         print(f"warning: {w}")
+    if args.next:
+        next_release(result, Path(args.next))
     if args.check:
         wheels = [getattr(s, "wheel", None) for s in (old, new, down)]
         if None in wheels:

@@ -222,3 +222,23 @@ def test_a_changed_library_is_not_answered_from_the_remembered_report(trees, tmp
     second = _analyse(trees.old, trees.new, down, cache=cache)
     assert second.stats.get("report_memo") != "hit"
     assert second.scope.missing_symbols == 0
+
+
+def test_the_cli_summary_opens_with_the_scope(trees, instep):
+    res = instep(
+        "impact",
+        "--upstream-old",
+        str(trees.old),
+        "--upstream-new",
+        str(trees.new),
+        "--downstream",
+        str(trees.down),
+        "--no-cache",
+        "--format",
+        "json",
+    )
+    assert res.code == 0, res.err
+    err = " ".join(res.err.split())
+    assert "Read: 1 Python files; 2 shared objects, 6 linked upstream symbols checked" in err
+    assert err.index("Read: 1 Python files") < err.index("units (")
+    assert json.loads(res.out)["scope"]["shared_objects"] == 2

@@ -38,8 +38,7 @@ try:  # ISA-L's inflate: 0.84 s against zlib's 1.8 s for libtorch_cpu.so (115 ->
 except ImportError:  # a platform without its wheels: the standard zlib does the same job
     _inflate = zlib  # type: ignore[assignment]
 
-from instep.elfindex.model import SharedObject, Unreadable
-from instep.elfindex.reader import ELF_MAGIC, UnreadableObject, read_shared_object
+from instep.elfindex.model import ELF_MAGIC, SharedObject, Unreadable
 from instep.pyindex.cache import ContentCache
 
 log = logging.getLogger(__name__)
@@ -330,6 +329,9 @@ class SharedObjectFiles:
         return found
 
     def _read_now(self, path: str) -> SharedObject | Unreadable:
+        # pyelftools is imported by the reader, here: not by whoever only lists files
+        from instep.elfindex.reader import UnreadableObject, read_shared_object
+
         self.reads += 1
         try:
             if path in self._members:
@@ -345,6 +347,8 @@ class SharedObjectFiles:
         """Inflate the member once, keeping only what the reader needs (the head, the
         dynamic segment, the section header table and the bytes before it); a file laid
         out otherwise is inflated again into a temporary file."""
+        from instep.elfindex.reader import UnreadableObject, read_shared_object
+
         assert self._zip is not None
         kept = KeptRanges()
         try:

@@ -35,6 +35,8 @@ class Visibility(Vocab):
     PROTECTED = "protected"  # exported, but bound inside its own object first
 
 
+ELF_MAGIC = b"\x7fELF"
+
 # the st_info / st_other values behind each member (ELF gABI, GNU extensions)
 BINDING_CODES = {1: Binding.GLOBAL, 2: Binding.WEAK, 10: Binding.UNIQUE}
 TYPE_CODES = {

@@ -28,6 +28,7 @@ from elftools.elf.elffile import ELFFile
 
 from instep.elfindex.model import (
     BINDING_CODES,
+    ELF_MAGIC,
     TYPE_CODES,
     VISIBILITY_CODES,
     Binding,
@@ -38,7 +39,6 @@ from instep.elfindex.model import (
     pack,
 )
 
-ELF_MAGIC = b"\x7fELF"
 SHN_UNDEF = 0
 # symbol entry layouts (Elf32_Sym / Elf64_Sym) and where st_name/info/other/shndx sit
 _LAYOUT = {64: ("IBBHQQ", 24, (0, 1, 2, 3)), 32: ("IIIBBH", 16, (0, 3, 4, 5))}

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from fnmatch import fnmatch
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from instep.errors import BadInput, MissingInput
 from instep.impact.downstream.class_escapes import ClassEscapes
@@ -49,13 +49,15 @@ from instep.impact.model import (
     SymbolChange,
     UpstreamChange,
 )
-from instep.impact.native_coupling import NativeResult
 from instep.impact.no_gc import no_cyclic_gc
 from instep.impact.upstream.release_diff import default_jobs
 from instep.impact.upstream.resolver import UpstreamResolver
 from instep.impact.upstream.versions import snapshot_version
 from instep.pyindex.cache import ContentCache
 from instep.pyindex.model import SymbolKind
+
+if TYPE_CHECKING:
+    from instep.impact.native_coupling import NativeResult
 
 T = TypeVar("T")
 

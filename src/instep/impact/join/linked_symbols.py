@@ -715,9 +715,12 @@ def _coupling(
         snippet=site.snippet if site is not None else "",
         detail=detail,
     )
-    evidence = ""
     if f.fate in MISSING and not t.weak:
         evidence = f"{t.obj}: undefined symbol: {t.name}"  # what the loader says
+    elif f.fate in MISSING:
+        evidence = f"{t.obj} loads: its weak reference {t.name} resolves to null"
+    else:
+        evidence = f"{t.obj} still resolves {t.name}, from {f.where}"
     chain = [change.ref, *load.chain[::-1], site.at] if site is not None else [change.ref, t.obj]
     coupling = decide(
         change,
@@ -726,7 +729,7 @@ def _coupling(
         extra_facts=frozenset(facts),
         chain=chain,
         detail=detail,
-        evidence=evidence or f"{t.obj} still resolves {t.name}",
+        evidence=evidence,
     )
     coupling.problems = [problem]
     return coupling
