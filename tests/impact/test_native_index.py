@@ -170,3 +170,20 @@ def test_tables_past_the_kept_head_are_read_from_a_second_inflate(trees, tmp_pat
     tree = SharedObjectFiles(root=trees.down).read("dpkg/lib/libdown.so")
     assert isinstance(found, SharedObject) and found.imports == tree.imports  # type: ignore[union-attr]
     assert found.needed == tree.needed  # type: ignore[union-attr]
+
+
+def test_names_of_the_cxx_runtime_are_told_apart():
+    from instep.impact.join.linked_symbols import _CXX_RUNTIME
+
+    runtime = [
+        "_ZSt21ios_base_library_initv",  # std::ios_base_library_init()
+        "_ZNSt15__exception_ptr13exception_ptr9_M_addrefEv",
+        "_ZNKSt5ctypeIcE8do_widenEc",
+        "_ZNSo3putEc",  # std::ostream::put
+        "_ZTVSt9exception",
+        "_ZN9__gnu_cxx18__exchange_and_addEPVii",
+        "__cxa_throw",
+    ]
+    torch = ["_ZN2at14namedinference15are_names_equalEPN3c1010TensorImplES3_", "_ZN3c104SymIntC1El"]
+    assert all(_CXX_RUNTIME.match(n) for n in runtime)
+    assert not any(_CXX_RUNTIME.match(n) for n in torch)

@@ -58,6 +58,13 @@ from instep.pyindex.model import Symbol, SymbolKind, Vocab
 
 MAX_CANDIDATES = 2000  # new-upstream names demangled per missing symbol, at most
 _ABI_TAG = re.compile(r"\[abi:\w+\]")
+# names of the C++ runtime (std::, __gnu_cxx::, __cxxabiv1::, the __cxa_ ABI, the unwinder)
+# that torch's libraries re-export because they link parts of it statically
+_CXX_RUNTIME = re.compile(
+    r"^(?:_Z(?:T[VISTHW])?N?[rVKRO]*(?:St|S[aboisd]|9__gnu_cxx|10__cxxabiv1)"
+    r"|__cxa_|__gxx_|_Unwind_)"
+)
+_CXX_RUNTIME_LIBS = re.compile(r"^lib(?:stdc\+\+|c\+\+)\.so")
 
 
 class Fate(Vocab):
@@ -211,7 +218,11 @@ class LinkedSymbols:
                     providers.append((True, uso, lib))
         if not any(up for up, _, _ in providers):
             return
+        # the C++ runtime the object loads provides its own names whatever torch exports
+        runtime = any(_CXX_RUNTIME_LIBS.match(n) for n in so.needed)
         for sym in so.iter_imports():
+            if runtime and _CXX_RUNTIME.match(sym.name):
+                continue
             for upstream, provider, where in providers:
                 if sym.name in provider.exports:
                     if upstream:
@@ -221,13 +232,24 @@ class LinkedSymbols:
     def _fates(self, path: str, taken: list[TakenSymbol]) -> list[SymbolFate]:
         fates: dict[tuple[str, str], SymbolFate] = {}
         missing: list[TakenSymbol] = []
+        # downstream libraries the object loads: one that exports a name torch drops
+        # still provides it (bound to torch's copy before, to the downstream's now)
+        own = [
+            self._down(p)
+            for p in (self._resolve_down(path, n) for n in self._down(path).needed)  # type: ignore[union-attr]
+            if p is not None and p != path
+        ]
         for t in taken:
             new_path = self.new_names.get(_file_name(t.library))
             new_so = self._upstream(self.new, new_path) if new_path else None
-            if new_so is None:
-                fates[(t.name, t.library)] = SymbolFate(t, Fate.LIBRARY_GONE)
-            elif t.name in new_so.exports:
+            if new_so is not None and t.name in new_so.exports:
                 fates[(t.name, t.library)] = SymbolFate(t, Fate.PRESENT, new_path)
+                continue
+            keeper = next((so for so in own if so is not None and t.name in so.exports), None)
+            if keeper is not None:
+                fates[(t.name, t.library)] = SymbolFate(t, Fate.PRESENT, keeper.soname)
+            elif new_so is None:
+                fates[(t.name, t.library)] = SymbolFate(t, Fate.LIBRARY_GONE)
             else:
                 missing.append(t)
         if missing:
