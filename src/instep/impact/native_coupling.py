@@ -156,6 +156,11 @@ def _analyse(mode, old, new, down, python_paths, read_python, cache_root, labels
                     HeaderSearch(old_headers),
                     HeaderSearch(new_headers),
                     labels,
+                    {
+                        obj: so.needed
+                        for obj in findings.objects
+                        if isinstance(so := down_files.read(obj), SharedObject)
+                    },
                 )
             finally:
                 old_headers.close()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -109,7 +110,9 @@ def _sites_in(
     path: str, text: str, modules: dict[str, str], by_file_name: dict[str, str]
 ) -> list[LoadSite]:
     try:
-        tree = ast.parse(text, filename=path)
+        with warnings.catch_warnings():  # the file's invalid escapes are its own business
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text, filename=path)
     except (SyntaxError, ValueError):
         return []
     module = module_of(path)

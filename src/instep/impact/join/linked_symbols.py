@@ -59,9 +59,13 @@ from instep.pyindex.model import Symbol, SymbolKind, Vocab
 MAX_CANDIDATES = 2000  # new-upstream names demangled per missing symbol, at most
 _ABI_TAG = re.compile(r"\[abi:\w+\]")
 # names of the C++ runtime (std::, __gnu_cxx::, __cxxabiv1::, the __cxa_ ABI, the unwinder)
-# that torch's libraries re-export because they link parts of it statically
+# that torch's libraries re-export because they link the newer parts of the toolchain's
+# libstdc++ statically (std::filesystem, std::__glibcxx_assert_fail, ...): the object's
+# own libstdc++ has them only when it is as new as that toolchain (fact cxx_runtime). A
+# std:: template over a torch type (std::vector<at::Tensor>::..., a nested name N2at...)
+# is no runtime name: only torch has it
 _CXX_RUNTIME = re.compile(
-    r"^(?:_Z(?:T[VISTHW])?N?[rVKRO]*(?:St|S[aboisd]|9__gnu_cxx|10__cxxabiv1)"
+    r"^(?:_Z(?:T[VISTHW])?N?[rVKRO]*(?:St|S[aboisd]|9__gnu_cxx|10__cxxabiv1)(?!.*N\d)"
     r"|__cxa_|__gxx_|_Unwind_)"
 )
 _CXX_RUNTIME_LIBS = re.compile(r"^lib(?:stdc\+\+|c\+\+)\.so")
@@ -218,11 +222,7 @@ class LinkedSymbols:
                     providers.append((True, uso, lib))
         if not any(up for up, _, _ in providers):
             return
-        # the C++ runtime the object loads provides its own names whatever torch exports
-        runtime = any(_CXX_RUNTIME_LIBS.match(n) for n in so.needed)
         for sym in so.iter_imports():
-            if runtime and _CXX_RUNTIME.match(sym.name):
-                continue
             for upstream, provider, where in providers:
                 if sym.name in provider.exports:
                     if upstream:
@@ -527,9 +527,12 @@ def native_units(
     old_headers: HeaderSearch | None,
     new_headers: HeaderSearch | None,
     labels: dict[str, str],
+    needs: dict[str, tuple[str, ...]] | None = None,
 ) -> list[tuple[UpstreamChange, list[Coupling]]]:
     """One unit per downstream object that loses or moves symbols, with one coupling per
-    symbol, decided by the ``linked_symbol.*`` rules."""
+    symbol, decided by the ``linked_symbol.*`` rules (``needs``: each object's
+    ``DT_NEEDED``, for the C++ runtime it loads)."""
+    needs = needs or {}
     by_obj: dict[str, list[SymbolFate]] = defaultdict(list)
     for f in findings.fates:
         if f.fate is not Fate.PRESENT:
@@ -546,7 +549,7 @@ def native_units(
             change, group, declared = _change(f, old_headers, new_headers, labels, used)
             groups[group] += 1
             changes.append(change)
-            couplings.append(_coupling(f, change, load, declared, labels))
+            couplings.append(_coupling(f, change, load, declared, labels, needs.get(obj, ())))
         libs = sorted({f.taken.library for f in fates})
         missing = sum(1 for f in fates if f.fate in MISSING)
         head = (
@@ -688,6 +691,7 @@ def _coupling(
     load: Loading,
     declared: str,
     labels: dict[str, str],
+    runtime_needs: tuple[str, ...] = (),
 ) -> Coupling:
     t = f.taken
     site = load.site
@@ -696,6 +700,8 @@ def _coupling(
         facts.add("still_loaded")
     if t.weak:
         facts.add("weak_reference")
+    if _CXX_RUNTIME.match(t.name) and any(_CXX_RUNTIME_LIBS.match(n) for n in runtime_needs):
+        facts.add("cxx_runtime")
     if site is not None:
         facts.add("loaded_at_import" if site.at_import else "loaded_when_called")
         if site.guarded:
