@@ -621,7 +621,12 @@ def _change(
     path = t.library
     if f.fate is Fate.SIGNATURE:
         kind = ChangeKind.SIGNATURE
-        news = [split_declaration(demangle(n)) for n in f.new_overloads]
+        # one per parameter list: C1/C2 constructors and D0/D1/D2 destructors repeat them
+        news = list(
+            {
+                d.parameters: d for d in (split_declaration(demangle(n)) for n in f.new_overloads)
+            }.values()
+        )
         new_params = " | ".join(d.parameters or "" for d in news)
         new_sym = Symbol(
             new_at[0] if new_at else f.where or t.library,
@@ -633,7 +638,7 @@ def _change(
         )
         if all(d.parameters == decl.parameters for d in news):
             # same parameters, another mangled name: the return type or an ABI tag changed
-            new_full = " | ".join(demangle(n) for n in f.new_overloads)
+            new_full = " | ".join(dict.fromkeys(demangle(n) for n in f.new_overloads))
             detail = f"signature: {demangle(t.name)} -> {new_full}"
         else:
             detail = f"signature: {decl.parameters} -> {new_params}"
