@@ -192,3 +192,15 @@ def test_names_of_the_cxx_runtime_are_told_apart():
     ]
     assert all(_CXX_RUNTIME.match(n) for n in runtime)
     assert not any(_CXX_RUNTIME.match(n) for n in torch)
+
+
+def test_a_tree_reached_through_a_symlinked_directory_is_listed(trees, tmp_path):
+    """``triage --upstream-old`` reads the run's installed torch through a link."""
+    (tmp_path / "run-torch").mkdir()
+    (tmp_path / "run-torch/torch").symlink_to(trees.new / "torch", target_is_directory=True)
+    (tmp_path / "run-torch/torch/lib/again").symlink_to("..", target_is_directory=True)
+    try:
+        paths = SharedObjectFiles(root=tmp_path / "run-torch").paths()
+    finally:
+        (tmp_path / "run-torch/torch/lib/again").unlink()
+    assert paths == ["torch/lib/libelse.so", "torch/lib/libup.so", "torch/lib/libup2.so"]

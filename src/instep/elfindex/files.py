@@ -385,7 +385,15 @@ def _walk(root: Path) -> dict[str, Path]:
     file listed once: ``libfoo.so -> libfoo.so.1`` is one library)."""
     files: dict[str, Path] = {}
     seen: set[str] = set()
-    for dirpath, dirnames, filenames in os.walk(root):
+    dirs_seen: set[str] = set()
+    # symlinked directories are followed (an installed torch linked into a folder, as
+    # ``triage --upstream-old`` lays it out), each real directory once
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        real_dir = os.path.realpath(dirpath)
+        if real_dir in dirs_seen:
+            dirnames[:] = []
+            continue
+        dirs_seen.add(real_dir)
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIPPED_DIRS and d[0] != ".")
         for name in sorted(filenames):
             if not is_shared_object(name):
