@@ -173,7 +173,7 @@ def test_tables_past_the_kept_head_are_read_from_a_second_inflate(trees, tmp_pat
 
 
 def test_names_of_the_cxx_runtime_are_told_apart():
-    from instep.impact.join.linked_symbols import _CXX_RUNTIME
+    from instep.impact.join.linked_symbols import CXX_RUNTIME_NAME
 
     runtime = [
         "_ZSt21ios_base_library_initv",  # std::ios_base_library_init()
@@ -190,8 +190,8 @@ def test_names_of_the_cxx_runtime_are_told_apart():
         # std::vector<at::Tensor>::reserve: a std:: template only torch instantiates
         "_ZNSt6vectorIN2at6TensorESaIS1_EE7reserveEm",
     ]
-    assert all(_CXX_RUNTIME.match(n) for n in runtime)
-    assert not any(_CXX_RUNTIME.match(n) for n in torch)
+    assert all(CXX_RUNTIME_NAME.match(n) for n in runtime)
+    assert not any(CXX_RUNTIME_NAME.match(n) for n in torch)
 
 
 def test_a_tree_reached_through_a_symlinked_directory_is_listed(trees, tmp_path):

@@ -103,13 +103,9 @@ def analyse_native(
 
 def _analyse(mode, old, new, down, python_paths, read_python, cache_root, labels) -> NativeResult:
     from instep.impact.downstream.native_loads import find_load_sites
-    from instep.impact.join.linked_symbols import (
-        MISSING,
-        HeaderSearch,
-        LinkedSymbols,
-        loadings,
-        native_units,
-    )
+    from instep.impact.join.linked_symbols import MISSING, LinkedSymbols
+    from instep.impact.join.native_units import loadings, native_units
+    from instep.impact.upstream.native_headers import HeaderSearch
     from instep.impact.upstream.sources.built import Headers
 
     if mode != "release":
