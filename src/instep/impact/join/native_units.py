@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from instep.elfindex.demangle import demangle, split_declaration
 from instep.impact.downstream.native_loads import LoadSite
@@ -191,9 +191,12 @@ def _change(
             " | ".join(_bare(d.parameters) or "" for d in news),
         )
         if all(d.parameters == decl.parameters for d in news):
-            # same parameters, another mangled name: the return type or an ABI tag changed
+            # same parameters, another mangled name: the return type or an ABI tag changed;
+            # the whole names are what differs, so they are what old -> new shows
             new_full = " | ".join(dict.fromkeys(demangle(n) for n in f.new_overloads))
             detail = f"signature: {demangle(t.name)} -> {new_full}"
+            old_sym = replace(old_sym, signature=demangle(t.name))
+            new_sym = replace(new_sym, signature=new_full)
         else:
             detail = f"signature: {decl.parameters} -> {new_params}"
     elif f.fate in (Fate.MOVED_LOADED, Fate.MOVED_UNLOADED):
