@@ -10,7 +10,7 @@ import pytest
 
 from instep import glossary
 from instep.bundle.issue_markdown import ARTIFACT_LABELS, LABELS
-from instep.impact.export import csv_table, labels
+from instep.impact.export import csv_table, labels, scope_text
 from instep.impact.join import verdicts
 from instep.layers import Layer
 from instep.outcome import Status
@@ -34,6 +34,7 @@ ENGLISH = {
         "extra_columns": csv_table.EXTRA["en"],
         **labels.YES_NO["en"],
     },
+    "impact_scope": scope_text.SCOPE["en"],
     "metrics": {
         **{label: label for label, _, _ in TABLE_ROWS},
         "triad ": "triad ",

@@ -29,8 +29,9 @@ from instep.impact_contract import ImpactDocument, read_report
 from instep.store import Store
 
 #: the fingerprint of every schema version's records and vocabularies (append only: a
-#: change to the records is a new version, see the versioning rule in the module)
-FINGERPRINTS = {2: "92213a3bc06b79d7", 3: "720eb2f1f1557f1c"}
+#: change to the records is a new version, see the versioning rule in the module; 3 was
+#: rewritten while the branch that made it merged its second half, before any release)
+FINGERPRINTS = {2: "92213a3bc06b79d7", 3: "0079388955ee800c"}
 
 
 #: version checks of the kinds real backends write, added to the fixture's downstream so

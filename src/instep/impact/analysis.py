@@ -35,7 +35,9 @@ from instep.impact.model import (
     Coupling,
     Impact,
     ImpactReport,
+    Scope,
     SymbolChange,
+    UnitKind,
     UpstreamChange,
 )
 from instep.impact.no_gc import no_cyclic_gc
@@ -76,6 +78,7 @@ class _Analysis:
         self.stats: dict[str, object] = {}
         self.up = UpstreamSide(req, self.jobs, self.cache_root, self.stage_of, self.stats)
         self.remember: tuple[object, str] | None = None  # (ReportMemo, key) to store under
+        self.scope_fields: dict[str, object] = {}  # the report's scope, as the passes fill it
 
     def _timed(self, name: str, start: float) -> None:
         self.timings[name] = round(time.perf_counter() - start, 3)
@@ -322,7 +325,9 @@ class _Analysis:
         """The unit verdicts, their suggested tests and the compat debt, as a report."""
         if self.mode == "release":
             for i, u in enumerate(units):
-                if couplings.get(i):
+                # a file's or class's title names its strongest couplings; a unit a pass
+                # made (a shared object's) titles itself
+                if couplings.get(i) and u.unit_kind in (UnitKind.FILE, UnitKind.CLASS):
                     u.title = release_title(u.id, _by_coupling(u.changes, couplings[i]))
         impacts: list[Impact] = []
         name = self._upstream_name()
@@ -358,6 +363,10 @@ class _Analysis:
             stats={"timings_s": self.timings, **self.stats},
             generated_at=_now(),
             lang=self.req.lang,
+            scope=Scope(
+                python_files=int(self.stats.get("downstream_files") or 0),
+                **self.scope_fields,
+            ),
         )
 
     def _tests(self, unit: UpstreamChange, couplings: list[Coupling]) -> list[str]:

@@ -6,9 +6,10 @@ the symbol index (``instep.pyindex``, whose nouns ``Symbol``, ``SymbolKind`` and
 :class:`SymbolChange`, the coupling index yields :class:`Reference`, the verdict rules
 join them into :class:`Coupling` and :class:`Impact`, exporters render them.
 Nothing here parses, diffs or decides. The vocabularies (``Action``, ``Risk``, ``Stage``,
-``CouplingKind``, ``ChangeKind``, ``Tristate``, ``KernelRole``) are the impact contract's
-(``instep.impact_contract``), re-exported here; the records that reach the JSON build their
-contract record (``record()``), which ``export/json_doc.py`` writes.
+``CouplingKind``, ``ChangeKind``, ``Tristate``, ``KernelRole``, ``UnitKind``,
+``NativeCheck``) are the impact contract's (``instep.impact_contract``), re-exported here
+with the report's :class:`Scope` (a contract record as it is); the records that reach the
+JSON build their contract record (``record()``), which ``export/json_doc.py`` writes.
 """
 
 from __future__ import annotations
@@ -23,9 +24,13 @@ from instep.impact_contract import (
     CouplingKind,
     KernelRole,
     Risk,
+    Scope,
     Stage,
     Tristate,
 )
+from instep.impact_contract import NativeCheck as NativeCheck  # re-exported
+from instep.impact_contract import UnitKind as UnitKind  # re-exported
+from instep.impact_contract import UnreadObject as UnreadObject  # re-exported
 from instep.pyindex.model import Qualified, Symbol, SymbolKind
 
 
@@ -234,7 +239,7 @@ class UpstreamChange:
 
     id: str
     title: str
-    unit_kind: str  # 'commit' | 'file' | 'class' | 'patch'
+    unit_kind: str  # 'commit' | 'file' | 'class' | 'patch' | 'library' (UnitKind)
     files: list[str] = field(default_factory=list)
     changes: list[SymbolChange] = field(default_factory=list)
     commit: str | None = None
@@ -305,6 +310,8 @@ class ImpactReport:
     stats: dict[str, Any] = field(default_factory=dict)  # timings (s), counts, cache hits
     generated_at: str = ""
     lang: str = "en"
+    # what was read and what was not (every analysis sets it; None: a report made by hand)
+    scope: Scope | None = None
 
     def summary(self) -> dict[str, Any]:
         def count(values: list[str]) -> dict[str, int]:

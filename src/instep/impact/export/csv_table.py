@@ -1,4 +1,8 @@
-"""CSV: one row per unit in the seed's column order, plus evidence; opens in spreadsheets."""
+"""CSV: one row per unit in the seed's column order, plus evidence; opens in spreadsheets.
+
+A report with a scope opens with it: one row per sentence, its one cell starting with
+``# `` (a spreadsheet shows it above the table; ``pandas.read_csv(comment="#")`` and
+similar readers skip it), then the header row."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import io
 
 from instep.glossary import glossary
 from instep.impact.export.labels import COLUMNS, YES_NO, kind_label, lang_of
+from instep.impact.export.scope_text import scope_lines
 from instep.impact.model import ImpactReport
 
 EXTRA = {
@@ -20,6 +25,8 @@ def render_csv(report: ImpactReport) -> str:
     yn = YES_NO[lang]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\r\n")
+    for line in scope_lines(report.scope, lang):
+        writer.writerow([f"# {line}"])
     writer.writerow(COLUMNS[lang] + EXTRA[lang])
     for u in report.units:
         ch = u.change

@@ -29,6 +29,7 @@ from instep.impact.export.labels import (
     lang_of,
     tests_note_text,
 )
+from instep.impact.export.scope_text import no_shim_text, scope_lines
 from instep.impact.model import Impact, ImpactReport
 
 RATIONALE_CHARS = 400  # rationale kept per unit (the JSON export has it whole)
@@ -135,6 +136,8 @@ def render_html(report: ImpactReport, all_units: bool = False) -> str:
         debt_conditions=len(report.compat_debt),
         debt_reason=sections.debt_reason,
         tests_note=tests_note_text(sec.tests_note, lang) if sec.tests_note else "",
+        scope=scope_lines(report.scope, lang),
+        act_now_none=no_shim_text(report.scope, lang, SECTIONS[lang]["act_now_none"]),
         warnings=report.warnings,
         all_units=all_units,
         data=markupsafe.Markup(_script_json(table_data(report, all_units, lang))),

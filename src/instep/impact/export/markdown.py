@@ -14,6 +14,7 @@ from instep.impact.export.labels import (
     lang_of,
     tests_note_text,
 )
+from instep.impact.export.scope_text import no_shim_text, scope_lines
 from instep.impact.model import Impact, ImpactReport
 
 
@@ -45,6 +46,9 @@ def render_markdown(report: ImpactReport, all_units: bool = False, max_evidence:
     up = report.upstream
     s = report.summary()
     lines = [f"# {h['title']}", ""]
+    scope = scope_lines(report.scope, lang)  # what was read, before anything else
+    if scope:
+        lines += [f"> {_cell(line)}" for line in scope] + [""]
     lines.append(
         f"- upstream: {up.get('mode')} {up.get('old', '')} → {up.get('new', '')}"
         + (f" ({up['range']})" if up.get("range") else "")
@@ -59,7 +63,7 @@ def render_markdown(report: ImpactReport, all_units: bool = False, max_evidence:
         + ", ".join(f"{a} {s['by_action'].get(a, 0)}" for a in ("Shim", "Test", "Check"))
     )
     sec = sections.build(report)
-    lines += _act_now(sec, t, up)
+    lines += _act_now(sec, t, up, no_shim_text(report.scope, lang, t["act_now_none"]))
     lines += _test_these(sec, t, lang)
     lines += _debt_and_adapted(report, sec, t)
     lines += _summary(report, sec, lang)
@@ -109,11 +113,11 @@ def _refusals(sec: sections.Sections, t: dict, up: dict) -> list[str]:
     return [*lines, ""]
 
 
-def _act_now(sec: sections.Sections, t: dict, up: dict) -> list[str]:
+def _act_now(sec: sections.Sections, t: dict, up: dict, none: str) -> list[str]:
     units = len({x.unit for x in sec.act_now})
     lines = ["", f"## {t['act_now']}", "", *_refusals(sec, t, up)]
     if not sec.act_now:
-        return [*lines, t["act_now_none"]]
+        return [*lines, none]
     lines += [t["act_now_count"].format(couplings=len(sec.act_now), units=units), ""]
     for x in sec.act_now:
         line = (

@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from instep.impact.export.labels import kind_label
 from instep.impact.export.priority import TestPlace, rank_test_places
 from instep.impact.model import Action, ChangeKind, ImpactReport
+from instep.pyindex.model import SymbolKind
+
+NATIVE_KINDS = (SymbolKind.NATIVE_FUNCTION, SymbolKind.NATIVE_DATA)
 
 TOP_TEST_PLACES = 25  # Test places listed under "Test these"
 
@@ -81,6 +84,11 @@ class Sections:
 def _upstream_at(change) -> str:
     if change is None:
         return ""
+    if change.symbol_kind in NATIVE_KINDS:  # a dynamic symbol: where a header declares it
+        for sym in (change.new, change.old):
+            if sym is not None and sym.line:
+                return f"{sym.path}:{sym.line}"
+        return change.path
     if change.new is not None and change.kind is not ChangeKind.REMOVED:
         return f"{change.path}:{change.new.line}"
     if change.old is not None:

@@ -23,6 +23,7 @@ CONSTRUCTORS = "join/constructor_calls.py"
 PATHS = "join/breaking_path.py"
 HOOKS = "join/hook_names.py"
 KERNELS = "join/kernel_couplings.py"
+NATIVE = "join/native_units.py"
 
 
 class Fact(Vocab):
@@ -106,6 +107,13 @@ class Fact(Vocab):
     ARGUMENT_RENAMED = "argument_renamed", KERNELS
     SCHEMA_BEHAVIOUR = "schema_behaviour", KERNELS
     COPY_MATCHES_NEW = "copy_matches_new", KERNELS
+    # linked symbols: how the object meets the missing symbol, and how it is loaded
+    STILL_LOADED = "still_loaded", NATIVE
+    WEAK_REFERENCE = "weak_reference", NATIVE
+    CXX_RUNTIME = "cxx_runtime", NATIVE
+    LOADED_AT_IMPORT = "loaded_at_import", NATIVE
+    LOADED_WHEN_CALLED = "loaded_when_called", NATIVE
+    LOAD_GUARDED = "load_guarded", NATIVE
     # hook names and dropped attributes
     HOOK_DEFAULT_FAILS = "hook_default_fails", HOOKS
     HOOK_CALL_REACHES = "hook_call_reaches", HOOKS

@@ -149,7 +149,8 @@ class RegisteredKernelPass(JoinPass):
     def run(self, inputs: JoinInputs, earlier: Mapping[str, Findings]) -> Findings:
         index: KernelIndex = inputs.prepared[self.name]
         if not (index.backend_yamls or index.cpp_files_read):
-            return Findings()  # nothing read: the scope says "registered kernels not read"
+            # nothing read: the scope says "registered kernels not read"
+            return Findings(scope={"registered_kernels": None})
         kernels = KernelCouplings(inputs.units)
         found = kernels.match(index.kernels)
         shims = kernels.match_shims(index.shim_references, inputs.changes)

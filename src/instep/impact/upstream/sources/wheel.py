@@ -95,6 +95,12 @@ class WheelSnapshot:
                 record[row[0]] = row[1]
         return record
 
+    def entries(self) -> list[zipfile.ZipInfo]:
+        """Every member of the wheel, from the central directory read when it was opened:
+        for the readers of what is not source (shared objects, C++ headers), so that the
+        directory of a 15,000-member torch wheel is parsed once."""
+        return self._zip.infolist()
+
     @property
     def has_record(self) -> bool:
         return bool(self._record)
