@@ -51,6 +51,8 @@ from pathlib import Path
 from instep.impact.downstream.class_escapes import ClassEscapes
 from instep.impact.downstream.wholesale import Swap
 from instep.impact.join.fact_names import Fact
+from instep.impact.join.patch_installs import PatchInstalls
+from instep.impact.join.patched_callers import callers_replaced
 from instep.impact.join.upstream_calls import SELF_CONSTRUCTION, CallSite, UpstreamCalls
 from instep.impact.model import ChangeKind, CouplingKind, Reference, SymbolChange
 from instep.pyindex.model import SymbolKind, module_of
@@ -111,6 +113,7 @@ class _Context:
     swaps: tuple[Swap, ...] = ()  # upstream modules the downstream swaps wholesale
     calls: UpstreamCalls | None = None
     escapes: ClassEscapes | None = None  # where downstream classes leave downstream code
+    installs: PatchInstalls | None = None  # patches installed only under a switch off
 
     @property
     def method(self) -> bool:
@@ -202,6 +205,8 @@ def _live(
         return swapped
     if dotted in ctx.patched:
         return f"its caller `{caller}` is replaced downstream too ({ctx.patched[dotted]})"
+    if ctx.kind is CouplingKind.MONKEYPATCH and site_cls is not None and depth < LIVENESS_DEPTH:
+        return callers_replaced(ctx, site_cls, caller, depth, _live, _resolve_expr)
     if ctx.kind is not CouplingKind.SUBCLASS_OVERRIDE or site_cls is None:
         return ""
     member = caller.rsplit(".", 1)[-1]
@@ -473,12 +478,17 @@ def search(
     swaps: tuple[Swap, ...] = (),
     escapes: ClassEscapes | None = None,
     devices=None,
+    installs: PatchInstalls | None = None,
 ) -> PathVerdict:
     """Is there a new-upstream call that passes the new argument shape to ``ref``'s
     replacement of ``change``? The text quotes it, or says why none was found.
     ``devices`` (:class:`~instep.impact.join.device_classes.DeviceClasses`): a call in a
-    method of an upstream device class the backend never registers goes elsewhere."""
-    ctx = _Context(change, ref, kind, resolver, overridden, patched, swaps, calls, escapes)
+    method of an upstream device class the backend never registers goes elsewhere;
+    ``installs`` (:class:`~instep.impact.join.patch_installs.PatchInstalls`): a patch
+    installed only under a switch off by default breaks only when it is on."""
+    ctx = _Context(
+        change, ref, kind, resolver, overridden, patched, swaps, calls, escapes, installs
+    )
     new_params = _new_parameters(change)
     what = ", ".join(f"`{p}`" for p in new_params) or "the new argument shape"
     shaped = [
@@ -519,9 +529,10 @@ def _verdict(
                 f"{f' (in `{site.caller}`)' if site.caller else ''} passing {what}, "
                 f"and the call reaches {ref.path}:{ref.line}: {why}"
             )
-            if site.guard is None:
+            guard = f"under {site.guard}" if site.guard else _installed_off(ctx)
+            if guard is None:
                 return PathVerdict(Fact.BREAKING_PATH, text)
-            conditional.append(f"{text}; but only under {site.guard}")
+            conditional.append(f"{text}; but only {guard}")
             continue
         (elsewhere if reach is False else not_followed).append(f"{site.at}: {why}")
     if conditional and not not_followed:
@@ -536,6 +547,14 @@ def _verdict(
     if elsewhere:
         reason += f" (the calls that pass it go elsewhere: {'; '.join(elsewhere[:2])})"
     return PathVerdict(Fact.NO_BREAKING_CALL, reason)
+
+
+def _installed_off(ctx: _Context) -> str | None:
+    """For a patch installed only under a switch off by default, that switch said."""
+    if ctx.installs is None or ctx.kind is not CouplingKind.MONKEYPATCH:
+        return None
+    why = ctx.installs.off_by_default(ctx.ref.path, ctx.ref.line, ctx.ref.owner)
+    return f"when the patch is installed: {why}" if why else None
 
 
 def _device_class_unused(site: CallSite, ctx: _Context, devices) -> str:
