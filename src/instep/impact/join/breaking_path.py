@@ -114,6 +114,7 @@ class _Context:
     calls: UpstreamCalls | None = None
     escapes: ClassEscapes | None = None  # where downstream classes leave downstream code
     installs: PatchInstalls | None = None  # patches installed only under a switch off
+    typed_only: bool = False  # an untyped receiver is not followed (join/new_calls.py)
 
     @property
     def method(self) -> bool:
@@ -342,7 +343,7 @@ def _reaches_named(site: CallSite, ctx: _Context) -> tuple[bool | None, str]:
     if kept:  # whatever the receiver is, upstream never holds the downstream class
         return False, f"receiver `{expr}` is never {_who(ctx)}: {kept}"
     if target is None:
-        only = _only_in_hierarchy(ctx) if ctx.member != "__init__" else None
+        only = None if ctx.member == "__init__" or ctx.typed_only else _only_in_hierarchy(ctx)
         if only:
             return True, f"receiver `{expr}` is not typed, but {only}"
         return None, f"receiver `{expr}` not resolved (dynamic dispatch)"
@@ -431,6 +432,8 @@ def _kept_downstream(site: CallSite | None, ctx: _Context) -> str:
 
 
 def _who(ctx: _Context) -> str:
+    if ctx.kind is CouplingKind.MONKEYPATCH and ctx.cls is not None:
+        return f"the patched `{ctx.cls[1]}`"
     return ctx.owner_cls or "the downstream class"
 
 
@@ -501,6 +504,20 @@ def search(
             "too many receivers to follow",
         )
     return _verdict(shaped, ctx, devices, what)
+
+
+def follow(
+    inputs, change: SymbolChange, ref: Reference, kind, site: CallSite, passed
+) -> PathVerdict:
+    """:func:`search`'s answer for one call ``site`` known to break ``ref``'s replacement
+    of ``change`` (it passes the keywords ``passed``), with the services of ``inputs``
+    (:class:`~instep.impact.join.pass_api.JoinInputs`), a receiver whose type is not
+    written down not followed: ``join/new_calls.py``."""
+    i = inputs
+    where = (i.overrides.overridden_in, i.patched_on_path, i.swaps, i.calls, i.escapes)
+    ctx = _Context(change, ref, kind, i.resolver, *where, i.installs, typed_only=True)
+    what = ", ".join(f"`{k}`" for k in passed)
+    return _verdict([(site, True)], ctx, inputs.devices, what)
 
 
 def _verdict(

@@ -16,12 +16,14 @@ from instep.impact.join.dropped_attributes import InheritedAttributePass
 from instep.impact.join.fork_gaps import ForkGapPass
 from instep.impact.join.fork_search import ForkPass
 from instep.impact.join.hook_names import HookNamePass
+from instep.impact.join.new_calls import NewCallPass
 from instep.impact.join.op_couplings import HigherOrderOpPass, OpSchemaPass
 from instep.impact.join.pass_api import JoinPass
 from instep.impact.join.references import ReferencePass
 
 PASSES: tuple[type[JoinPass], ...] = (
     ReferencePass,
+    NewCallPass,
     OpSchemaPass,
     HigherOrderOpPass,
     HookNamePass,
