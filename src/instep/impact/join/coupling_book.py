@@ -57,7 +57,7 @@ class CouplingBook:
                 inputs.installs,
             )
             extra, evidence = extra | {path.kind}, path.text
-        kept[key] = decide(
+        coupling = kept[key] = decide(
             change,
             ref,
             kind=k,
@@ -67,6 +67,8 @@ class CouplingBook:
             extra_facts=extra,
             evidence=evidence,
         )
+        if found.problems:
+            coupling.problems = list(found.problems)
         return True
 
     def _gate_facts(self, found: Found) -> tuple[frozenset[str], str]:
