@@ -43,7 +43,11 @@ from instep.impact.downstream.handles import config_key
 from instep.impact.downstream.imports import ImportUses
 from instep.impact.downstream.monkeypatches import MOCK_PATCHERS, Monkeypatches
 from instep.impact.downstream.op_refs import op_references
-from instep.impact.downstream.patch_helpers import apply_local_patches, same_file_helper_patches
+from instep.impact.downstream.patch_helpers import (
+    apply_local_patches,
+    base_mixin_patches,
+    same_file_helper_patches,
+)
 from instep.impact.downstream.pruning import BLOCK_STMTS, SIMPLE_STMTS, TRY_STMTS
 from instep.impact.downstream.records import DownstreamFileIndex, Local, LocalKind
 from instep.impact.downstream.subclasses import local_subclass_refs
@@ -64,7 +68,7 @@ from instep.pyindex.signatures import call_shape
 
 log = logging.getLogger(__name__)
 
-FORMAT = "coupling-index-v14"  # bump when any cached class changes shape
+FORMAT = "coupling-index-v15"  # bump when any cached class changes shape or content
 MAX_FILE_BYTES = 8 * 1024 * 1024
 
 
@@ -297,6 +301,7 @@ def index_downstream_file(
     refs = v.refs
     apply_local_patches(refs, v.local_patches, functions, path)
     same_file_helper_patches(refs, v.calls, v.helpers, functions, v.patch_values, path)
+    refs.extend(base_mixin_patches(v.base_mixins, functions, path, v.lines))
     refs.extend(local_subclass_refs(v.classes, out.module, functions, upstream_roots, lookup.at))
     refs.extend(op_references(tree, path, source))
     if spans:

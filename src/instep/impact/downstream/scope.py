@@ -85,6 +85,8 @@ class Scope(HotLines):
         self.returns: dict[str, str] = {}  # local def -> upstream module/object it returns
         self.calls: list[CallSite] = []
         self.local_patches: list[tuple[int, Local]] = []  # ref idx -> its local replacement
+        # ``U.__bases__ = (Mixin, ...)``: (upstream class, local class put first, line, owner)
+        self.base_mixins: list[tuple[str, str, int, str | None]] = []
         # (local name, upstream binding) -> first line of the ``try`` body that binds it
         # when an ``except ImportError`` handler binds the same name too
         self.import_fallbacks: dict[tuple[str, str], int] = {}

@@ -22,6 +22,7 @@ REFERENCES = "join/references.py"
 CONSTRUCTORS = "join/constructor_calls.py"
 PATHS = "join/breaking_path.py"
 HOOKS = "join/hook_names.py"
+NEW_CALLS = "join/new_calls.py"
 KERNELS = "join/kernel_couplings.py"
 NATIVE = "join/native_units.py"
 
@@ -58,6 +59,9 @@ class Fact(Vocab):
     NO_BREAKING_CALL = "no_breaking_call", PATHS
     BREAKING_CALL_CONDITIONAL = "breaking_call_conditional", PATHS
     PATH_UNPROVEN = "path_unproven", PATHS
+    # a new upstream call passes a keyword a replacement never accepted (the caller changed)
+    NEW_BREAKING_CALL = "new_breaking_call", NEW_CALLS
+    NEW_CALL_CONDITIONAL = "new_call_conditional", NEW_CALLS
     # the calls at a use
     CALLED_DIRECTLY = "called_directly", FACTS, REFERENCES, CONSTRUCTORS
     CALLS_FIT = "calls_fit", FACTS

@@ -137,6 +137,8 @@ def _replacement_facts(
     if kind not in REPLACING_KINDS or (ref.signature is None and ref.body_hash is None):
         return []
     facts.add(Fact.HAS_REPLACEMENT)
+    if Fact.NEW_BREAKING_CALL in facts or Fact.NEW_CALL_CONDITIONAL in facts:
+        return []  # the change is the caller's: join/new_calls.py judged the replacement
     new_sig = change.new.signature if change.new is not None else None
     if ref.signature is None or new_sig is None:
         return []
