@@ -66,6 +66,7 @@ class Fact(Vocab):
     MEMBER_NOT_NAMED = "member_not_named", FACTS
     TOUCHES_OVERRIDE = "touches_override", FACTS
     ONLY_ANNOTATIONS = "only_annotations", FACTS
+    TYPE_POSITION_ONLY = "type_position_only", REFERENCES
     # forks
     FORK_OLD = "fork_old", FACTS
     FORK_NEW = "fork_new", FACTS
