@@ -121,13 +121,7 @@ def compare(
         aspects.add(ChangeKind.ANNOTATION)
         details.append(f"returns: {_clip(old.returns or '-')} -> {_clip(new.returns or '-')}")
     if old.bases != new.bases:
-        what = f"({', '.join(old.bases)}) -> ({', '.join(new.bases)})"
-        if typing_only(old.bases, new.bases, typing):
-            aspects.add(ChangeKind.ANNOTATION)  # only type checkers read the difference
-            details.append(f"bases (typing only): {what}")
-        else:
-            aspects.add(ChangeKind.SIGNATURE)
-            details.append(f"bases: {what}")
+        _bases(old, new, typing, aspects, details)
     old_regs, new_regs = _reg_keys(old), _reg_keys(new)
     if old.decorators != new.decorators or old_regs != new_regs:
         aspects.add(ChangeKind.DECORATOR)
@@ -159,6 +153,19 @@ def compare(
             aspects.add(ChangeKind.BODY)
             details.append("body changed")
     return aspects, details
+
+
+def _bases(
+    old: Symbol, new: Symbol, typing: frozenset[str], aspects: set[ChangeKind], details: list[str]
+) -> None:
+    """A class's bases changed: SIGNATURE, or ANNOTATION when only typing bases differ."""
+    what = f"({', '.join(old.bases)}) -> ({', '.join(new.bases)})"
+    if typing_only(old.bases, new.bases, typing):
+        aspects.add(ChangeKind.ANNOTATION)  # only type checkers read the difference
+        details.append(f"bases (typing only): {what}")
+    else:
+        aspects.add(ChangeKind.SIGNATURE)
+        details.append(f"bases: {what}")
 
 
 def _change(
