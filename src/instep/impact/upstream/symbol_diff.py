@@ -95,8 +95,7 @@ def _reg_keys(sym: Symbol) -> set[str]:
 def compare(
     old: Symbol, new: Symbol, typing: frozenset[str] = frozenset()
 ) -> tuple[set[ChangeKind], list[str]]:
-    """The aspects in which two versions of one symbol differ, with human details.
-    ``typing``: the typing classes of the file's two versions (``typing_bases``)."""
+    """How two versions of a symbol differ, with details (``typing``: typing_bases)."""
     aspects: set[ChangeKind] = set()
     details: list[str] = []
     if old.kind != new.kind:
