@@ -38,6 +38,19 @@ STOP_GRAM = 40  # a gram in more upstream functions than this is not used to fin
 SAME_NAME_FACTOR = 0.75  # a same-name copy needs only 3/4 of the threshold (0.45 for 0.6)
 assert array("I").itemsize == 4, "uint32 array needed for packed fingerprints"
 MIN_GRAMS = 8  # functions smaller than this are too generic to call a fork
+# A copy needs this many logical lines besides its def line and framework boilerplate
+# (a super() or Base.__init__(self, ...) call, ``self.x = <name, constant, empty literal or
+# argument-less call>``, ``pass``, a bare ``return``): every subclass __init__ is such
+# lines, so two of them agree by construction, not because one was copied (issue #31: an
+# __init__ calling super().__init__ and setting two fields matched Dynamo's
+# InliningGeneratorInstructionTranslator.__init__ as a "stale copy"). Two, not one: a
+# single shared statement is as likely a common idiom as a copy.
+MIN_SUBSTANCE = 2
+_BOILERPLATE = re.compile(
+    r"(?:@.*|(?:async)?defN\(.*|pass|return|returnNone|[\"'].*"
+    r"|(?:return)?super\(\)\.\w+\(.*\)|(?:return)?[\w.]+\.__init__\(self.*\)"
+    r"|self\.\w+(?::[^=]+)?=(?:[\w.]+|-?\d+(?:\.\d+)?|\[\]|\{\}|\(\)|[\w.]+\(\)|[\"'].*))"
+)
 MIN_FILE_LINES = 15  # files with fewer distinct non-trivial lines are not compared
 MIN_LINE_CHARS = 12
 
@@ -154,9 +167,15 @@ def line_grams(lines: list[str]) -> list[tuple[int, ...]]:
     return out
 
 
-def fingerprint_of_lines(grams: list[tuple[int, ...]]) -> Fingerprint:
+def fingerprint_of_lines(grams: list[tuple[int, ...]], substance: int = -1) -> Fingerprint:
     """Fingerprint of a span of :func:`line_grams` (a function's lines)."""
-    return Fingerprint.of(chain.from_iterable(grams), sum(1 for g in grams if g))
+    return Fingerprint.of(chain.from_iterable(grams), sum(1 for g in grams if g), substance)
+
+
+def substantial_lines(lines: list[str]) -> int:
+    """How many logical lines of a function's normalised lines are not boilerplate
+    (:data:`MIN_SUBSTANCE`)."""
+    return sum(1 for t in logical_lines(lines) if t and not _BOILERPLATE.fullmatch(t))
 
 
 def fingerprint(source: str) -> Fingerprint:
@@ -237,7 +256,7 @@ def _best_fork(
 ) -> Reference | None:
     """The FORK reference of one downstream function to its best upstream match, if any."""
     fp = fn.fingerprint
-    if len(fp) < MIN_GRAMS:
+    if len(fp) < MIN_GRAMS or 0 <= fp.substance < MIN_SUBSTANCE:
         return None
     hits: Counter[int] = Counter()
     for g in fp.grams:

@@ -1,0 +1,105 @@
+"""A fork needs more than framework boilerplate (issue #31, noise).
+
+An ``__init__`` that calls ``super().__init__`` and sets fields looks like every other
+subclass ``__init__``: it matched Dynamo's ``InliningGeneratorInstructionTranslator.
+__init__`` as a stale copy. A function is a fork candidate only with at least
+``forks.MIN_SUBSTANCE`` (2) logical lines besides its def line, ``super()`` /
+``Base.__init__(self, ...)`` calls, ``self.x = <simple value>``, ``pass`` and ``return``.
+A real copy with the same boilerplate and some logic stays a fork.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from instep.impact.downstream import forks
+
+from .gitrepo import impact_of_commit
+
+UP_V1 = """\
+class Segment:
+    pass
+
+
+class InliningInstructionTranslator:
+    def __init__(self, *args, **kwargs):
+        self.args = args
+
+
+class InliningGeneratorInstructionTranslator(InliningInstructionTranslator):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.generated_items = []
+        self.frame_state = FRAME_CREATED
+        self.gi_exc_state = Segment()
+
+    def yield_value(self, val):
+        self.generated_items.append(val)
+        if self.frame_state == FRAME_CREATED:
+            self.frame_state = FRAME_STARTED
+        result = self.push(val)
+        self.log_yield(result, len(self.generated_items))
+        return result
+"""
+
+UP_V2 = UP_V1.replace(
+    "self.gi_exc_state = Segment()", "self.gi_exc_state = Segment()\n        self.n = 0"
+).replace("result = self.push(val)", "result = self.push(val, wrap=True)")
+
+DOWN = """\
+from torch._dynamo.symbolic_convert import InliningInstructionTranslator
+
+
+class NPUTranslator(InliningInstructionTranslator):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.generated_items = []
+        self.frame_state = FRAME_CREATED
+        self.npu_state = Segment()
+
+    def npu_yield(self, val):
+        self.generated_items.append(val)
+        if self.frame_state == FRAME_CREATED:
+            self.frame_state = FRAME_STARTED
+        result = self.push(val)
+        self.log_yield(result, len(self.generated_items))
+        return result
+"""
+
+
+@pytest.fixture(scope="module")
+def forked(tmp_path_factory) -> dict[str, str]:
+    doc = impact_of_commit(
+        tmp_path_factory.mktemp("forks"),
+        {"torch/_dynamo/__init__.py": "", "torch/_dynamo/symbolic_convert.py": UP_V1},
+        {"torch/_dynamo/symbolic_convert.py": UP_V2},
+        "[dynamo] generator state (#5)",
+        {"torch_npu/translator.py": DOWN},
+    )
+    return {
+        c["owner"]: c["rule"]
+        for unit in doc["units"]
+        for c in unit["couplings"]
+        if c["kind"] == "fork"
+    }
+
+
+def test_boilerplate_init_is_no_fork(forked):
+    assert "NPUTranslator.__init__" not in forked
+
+
+def test_a_copy_with_logic_stays_a_fork(forked):
+    assert forked["NPUTranslator.npu_yield"] == "fork.stale"
+
+
+def test_what_counts_as_boilerplate() -> None:
+    init = forks.normalised_lines(
+        "def __init__(self, a, *args):\n    super().__init__(*args)\n    Base.__init__(self, a)\n"
+        "    self.a = a\n    self.b: int = 0\n    self.c = []\n    self.d = Segment()\n"
+        "    self.e = mod.CONST\n    pass\n"
+    )
+    assert forks.substantial_lines(init) == 0
+    logic = forks.normalised_lines(
+        "def f(self, a):\n    self.a = g(a)\n    self.b = a + 1\n    return self.a\n"
+    )
+    assert forks.substantial_lines(logic) == 3
