@@ -345,7 +345,8 @@ class _Analysis:
         if floor is None or self.new_version is None:
             return []
         gates = [g for fi in down.files.values() for g in fi.gates]
-        found = version_gates.compat_debt(gates, floor, self.new_version)
+        known = self.req.min_supported is not None
+        found = version_gates.compat_debt(gates, floor, self.new_version, floor_known=known)
         found += self._probes().debt(gates, floor)
         return [
             {"at": f"{g.path}:{g.line}", "condition": g.condition, "kind": g.kind, "reason": why}

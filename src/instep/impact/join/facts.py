@@ -100,12 +100,17 @@ def _gate_facts(
         and not (gate.requires and Fact.FALLBACK_RUNS in facts)
     ):
         out.add(Fact.GUARDED)
-    if gate.min_version and (
-        _version_at_least(new_version, gate.min_version)
-        or (new_version is None and gate.kind == "compat_comment")
+    past = gate.max_version is not None and _version_at_least(new_version, gate.max_version)
+    if (
+        gate.min_version
+        and not past
+        and (  # a bounded range (== 2.9) the new one is past
+            _version_at_least(new_version, gate.min_version)
+            or (new_version is None and gate.kind == "compat_comment")
+        )
     ):
         out.add(Fact.GATED_FOR_NEW)
-    if gate.max_version and _version_at_least(new_version, gate.max_version):
+    if past:
         out.add(Fact.OLD_ONLY)
     if gate.predicate is not None and new_version is not None:
         on_new = holds(gate.predicate, new_version)  # a version flag's condition
