@@ -470,11 +470,8 @@ def compat_debt(
     The supported range is ``[min_supported, analysed_new]``. A gate that only lets code
     run on torch older than ``min_supported`` guards dead code; a gate that lets code run
     on every supported version is a check that can go (with its ``else`` branch). Gates
-    without a version (``hasattr``, ``try_import``) are never decided here. Only gates on
-    the upstream's own version are gates (``version_conditions.is_current_version``). When
-    ``min_supported`` is only assumed (the old upstream: ``floor_known`` False), the reason
-    says the gate is decided on the torches analysed and that removing it needs the
-    downstream to support no older torch: "remove" is said only for a known floor.
+    without a version (``hasattr``, ``try_import``) are never decided here. With an assumed
+    floor (``floor_known`` False) the reason says what removing needs.
     """
     out: list[tuple[VersionGate, str]] = []
     lo_s, hi_s = tuple(min_supported), tuple(analysed_new)
