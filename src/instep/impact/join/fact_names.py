@@ -76,6 +76,7 @@ class Fact(Vocab):
     OTHER_ROLE = "other_role", FACTS
     MASKED_BY_FALLBACK = "masked_by_fallback", FACTS
     CROSS_REGISTRY = "cross_registry", FACTS
+    DECOMPOSED_FIRST = "decomposed_first", FACTS
     INDUCTOR_NOT_RUN = "inductor_not_run", REFERENCES
     WHOLE_UPSTREAM_TABLE = "whole_upstream_table", FACTS
     DECOMPOSITION_MEETS_FALLBACK = "decomposition_meets_fallback", FACTS

@@ -24,6 +24,7 @@ from instep.impact.join.facts import (
     dead_override_facts,
     inherited_facts,
     member_facts,
+    other_overload,
     override_facts,
     registration_facts,
 )
@@ -100,6 +101,8 @@ class ReferencePass(JoinPass):
             if r.kind is CouplingKind.C_SHIM:
                 self.found.append(Found(i, c, r, detail=f"{r.detail}; upstream shim {c.qualname}"))
                 continue
+            if other_overload(c, r):
+                continue  # aten.x.default against entries of aten.x.start_step only
             same, facts = registration_facts(c, r)
             ref = r if same else dataclasses.replace(r, signature=None, body_hash=None)
             why = ""
