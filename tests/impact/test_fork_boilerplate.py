@@ -5,7 +5,10 @@ subclass ``__init__``: it matched Dynamo's ``InliningGeneratorInstructionTransla
 __init__`` as a stale copy. A function is a fork candidate only with at least
 ``forks.MIN_SUBSTANCE`` (2) logical lines besides its def line, ``super()`` /
 ``Base.__init__(self, ...)`` calls, ``self.x = <simple value>``, ``pass`` and ``return``.
-A real copy with the same boilerplate and some logic stays a fork.
+A real copy with the same boilerplate and some logic stays a fork, and so does a copied
+interface: a def line with ``forks.MIN_SIGNATURE_PARAMS`` (3) named parameters besides
+self/cls is a line of substance (torch_musa's ``_record_memory_history_legacy``: six
+parameters over one call into its own extension).
 """
 
 from __future__ import annotations
@@ -40,11 +43,22 @@ class InliningGeneratorInstructionTranslator(InliningInstructionTranslator):
         result = self.push(val)
         self.log_yield(result, len(self.generated_items))
         return result
+
+
+def record_history(enabled, context=True, max_entries=1, device=None, cpp=False):
+    _C._record_history(enabled, context, max_entries, cpp)
 """
 
-UP_V2 = UP_V1.replace(
-    "self.gi_exc_state = Segment()", "self.gi_exc_state = Segment()\n        self.n = 0"
-).replace("result = self.push(val)", "result = self.push(val, wrap=True)")
+UP_V2 = (
+    UP_V1.replace(
+        "self.gi_exc_state = Segment()", "self.gi_exc_state = Segment()\n        self.n = 0"
+    )
+    .replace("result = self.push(val)", "result = self.push(val, wrap=True)")
+    .replace(
+        "cpp=False):\n    _C._record_history(enabled, context, max_entries, cpp)",
+        "cpp=False, x=False):\n    _C._record_history(enabled, context, max_entries, cpp, x)",
+    )
+)
 
 DOWN = """\
 from torch._dynamo.symbolic_convert import InliningInstructionTranslator
@@ -64,6 +78,10 @@ class NPUTranslator(InliningInstructionTranslator):
         result = self.push(val)
         self.log_yield(result, len(self.generated_items))
         return result
+
+
+def record_history(enabled, context=True, max_entries=1, device=None, cpp=False):
+    _NPUC._record_history(enabled, context, max_entries, cpp)
 """
 
 
@@ -92,6 +110,10 @@ def test_a_copy_with_logic_stays_a_fork(forked):
     assert forked["NPUTranslator.npu_yield"] == "fork.stale"
 
 
+def test_a_copied_interface_with_one_call_stays_a_fork(forked):
+    assert forked["record_history"] == "fork.stale"
+
+
 def test_what_counts_as_boilerplate() -> None:
     init = forks.normalised_lines(
         "def __init__(self, a, *args):\n    super().__init__(*args)\n    Base.__init__(self, a)\n"
@@ -103,3 +125,9 @@ def test_what_counts_as_boilerplate() -> None:
         "def f(self, a):\n    self.a = g(a)\n    self.b = a + 1\n    return self.a\n"
     )
     assert forks.substantial_lines(logic) == 3
+    interface = forks.normalised_lines(
+        "def f(self, a, b: int = 1, *, c=None, **kw):\n    return g(a, b, c)\n"
+    )
+    assert forks.substantial_lines(interface) == 2
+    two = forks.normalised_lines("async def f(cls, a, b, *args):\n    return g(a, b)\n")
+    assert forks.substantial_lines(two) == 1

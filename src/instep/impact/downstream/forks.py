@@ -18,6 +18,7 @@ The fingerprints are records of the downstream index (``downstream/records.py``)
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import re
 import zlib
@@ -46,6 +47,12 @@ MIN_GRAMS = 8  # functions smaller than this are too generic to call a fork
 # InliningGeneratorInstructionTranslator.__init__ as a "stale copy"). Two, not one: a
 # single shared statement is as likely a common idiom as a copy.
 MIN_SUBSTANCE = 2
+# A def line that declares this many named parameters besides self/cls counts as one
+# line of substance: a copied interface (torch_musa's `_record_memory_history_legacy`,
+# six parameters over one call into its own extension, a copy of torch.cuda's that
+# upstream gave three more) is a copy, while an `__init__(self, *args, **kwargs)` or
+# a one-argument constructor is no interface of its own.
+MIN_SIGNATURE_PARAMS = 3
 _BOILERPLATE = re.compile(
     r"(?:@.*|(?:async)?defN\(.*|pass|return|returnNone|[\"'].*"
     r"|(?:return)?super\(\)\.\w+\(.*\)|(?:return)?[\w.]+\.__init__\(self.*\)"
@@ -175,7 +182,28 @@ def fingerprint_of_lines(grams: list[tuple[int, ...]], substance: int = -1) -> F
 def substantial_lines(lines: list[str]) -> int:
     """How many logical lines of a function's normalised lines are not boilerplate
     (:data:`MIN_SUBSTANCE`)."""
-    return sum(1 for t in logical_lines(lines) if t and not _BOILERPLATE.fullmatch(t))
+    return sum(
+        1
+        for t in logical_lines(lines)
+        if t and (not _BOILERPLATE.fullmatch(t) or _named_parameters(t) >= MIN_SIGNATURE_PARAMS)
+    )
+
+
+def _named_parameters(line: str) -> int:
+    """Named parameters besides self/cls of a normalised def line (``defN(a,b:int=1):``;
+    0 for any other line or one that does not parse)."""
+    head = re.match(r"(async)?defN\(", line)
+    if head is None:
+        return 0
+    try:
+        tree = ast.parse(f"{head.group(1) or ''} def N({line[head.end() :]} pass".lstrip())
+    except SyntaxError:
+        return 0
+    fn = tree.body[0]
+    assert isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+    args = fn.args
+    names = [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
+    return sum(1 for n in names if n not in ("self", "cls"))
 
 
 def fingerprint(source: str) -> Fingerprint:
