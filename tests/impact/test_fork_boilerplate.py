@@ -8,7 +8,10 @@ __init__`` as a stale copy. A function is a fork candidate only with at least
 A real copy with the same boilerplate and some logic stays a fork, and so does a copied
 interface: a def line with ``forks.MIN_SIGNATURE_PARAMS`` (3) named parameters besides
 self/cls is a line of substance (torch_musa's ``_record_memory_history_legacy``: six
-parameters over one call into its own extension).
+parameters over one call into its own extension). One line of substance is enough for
+a copy under the upstream function's own name (not a dunder): torch-npu 2.12.0's
+``_boundaries_helper``, one ``return`` of a tuple; the same body under another name is no
+fork.
 """
 
 from __future__ import annotations
@@ -47,6 +50,10 @@ class InliningGeneratorInstructionTranslator(InliningInstructionTranslator):
 
 def record_history(enabled, context=True, max_entries=1, device=None, cpp=False):
     _C._record_history(enabled, context, max_entries, cpp)
+
+
+def boundaries(tb):
+    return (tb.name(), tb.size()[-1], tb.size()[0] * tb.stride()[0], tb.stride()[-1])
 """
 
 UP_V2 = (
@@ -58,6 +65,7 @@ UP_V2 = (
         "cpp=False):\n    _C._record_history(enabled, context, max_entries, cpp)",
         "cpp=False, x=False):\n    _C._record_history(enabled, context, max_entries, cpp, x)",
     )
+    .replace("tb.size()[0] * tb.stride()[0]", "tb.layout().storage_size()")
 )
 
 DOWN = """\
@@ -82,6 +90,14 @@ class NPUTranslator(InliningInstructionTranslator):
 
 def record_history(enabled, context=True, max_entries=1, device=None, cpp=False):
     _NPUC._record_history(enabled, context, max_entries, cpp)
+
+
+def boundaries(tb):
+    return (tb.name(), tb.size()[-1], tb.size()[0] * tb.stride()[0], tb.stride()[-1])
+
+
+def npu_boundaries(tb):
+    return (tb.name(), tb.size()[-1], tb.size()[0] * tb.stride()[0], tb.stride()[-1])
 """
 
 
@@ -112,6 +128,11 @@ def test_a_copy_with_logic_stays_a_fork(forked):
 
 def test_a_copied_interface_with_one_call_stays_a_fork(forked):
     assert forked["record_history"] == "fork.stale"
+
+
+def test_one_line_under_the_same_name_stays_a_fork(forked):
+    assert forked["boundaries"] == "fork.stale"
+    assert "npu_boundaries" not in forked
 
 
 def test_what_counts_as_boilerplate() -> None:

@@ -47,6 +47,11 @@ MIN_GRAMS = 8  # functions smaller than this are too generic to call a fork
 # InliningGeneratorInstructionTranslator.__init__ as a "stale copy"). Two, not one: a
 # single shared statement is as likely a common idiom as a copy.
 MIN_SUBSTANCE = 2
+# A copy under the same name as the upstream function needs one such line: the name is
+# the second witness (torch-npu 2.12.0's `inductor_randint.inner_fn`, one `return`
+# that upstream 2.13.0 changed from `index_expr` to `value_expr` in its own copy, and its
+# `_boundaries_helper`). Not for dunders: every `__init__` shares its name.
+MIN_SUBSTANCE_SAME_NAME = 1
 # A def line that declares this many named parameters besides self/cls counts as one
 # line of substance: a copied interface (torch_musa's `_record_memory_history_legacy`,
 # six parameters over one call into its own extension, a copy of torch.cuda's that
@@ -284,7 +289,11 @@ def _best_fork(
 ) -> Reference | None:
     """The FORK reference of one downstream function to its best upstream match, if any."""
     fp = fn.fingerprint
-    if len(fp) < MIN_GRAMS or 0 <= fp.substance < MIN_SUBSTANCE:
+    if len(fp) < MIN_GRAMS or 0 <= fp.substance < MIN_SUBSTANCE_SAME_NAME:
+        return None
+    name = fn.qualname.rsplit(".", 1)[-1]
+    thin = 0 <= fp.substance < MIN_SUBSTANCE  # then only a same-name match counts
+    if thin and name.startswith("__"):
         return None
     hits: Counter[int] = Counter()
     for g in fp.grams:
@@ -297,8 +306,8 @@ def _best_fork(
     for idx, _ in hits.most_common(8):
         usym, _, ufp = prints[idx]
         sim = similarity(fp, ufp)
-        same = usym.qualname.rsplit(".", 1)[-1] == fn.qualname.rsplit(".", 1)[-1]
-        if sim < (threshold * SAME_NAME_FACTOR if same else threshold):
+        same = usym.qualname.rsplit(".", 1)[-1] == name
+        if sim < (threshold * SAME_NAME_FACTOR if same else threshold) or (thin and not same):
             continue
         key = (round(sim, 6), int(same), -idx)
         if best is None or key > best:
