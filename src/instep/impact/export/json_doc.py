@@ -20,6 +20,7 @@ def as_document(report: ImpactReport) -> contract.ImpactDocument:
         tool=f"instep {__version__}",
         generated_at=report.generated_at,
         lang=report.lang,
+        scope=report.scope,
         upstream=contract.Upstream(**report.upstream),
         downstream=contract.Downstream(**report.downstream),
         summary=_summary(report.summary()),
