@@ -12,7 +12,6 @@ and answers a release it has seen with the same inputs from the remembered repor
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from instep.impact.downstream import coupling_index, version_gates, version_refusals
+from instep.impact.downstream.scope import ATTRIBUTE_NAMES
 from instep.impact.join.coupling_book import CouplingBook
 from instep.impact.join.pass_api import JoinInputs, PassSources, Snapshots
 from instep.impact.join.pass_runner import Started, run_passes, start_early
@@ -57,11 +57,6 @@ log = logging.getLogger(__name__)
 
 
 # --- the analysis ------------------------------------------------------------------------
-
-
-# a name after a dot, or a quoted identifier (getattr(obj, "name")): how a file can name
-# a member of an upstream class it uses
-_ATTRIBUTE_NAMES = re.compile(r"(?<=[.\"'])\s*([A-Za-z_]\w*)")
 
 
 class _Analysis:
@@ -249,7 +244,7 @@ class _Analysis:
                 text = self._read_down(path).decode("utf-8", "replace")
             except (OSError, KeyError):
                 text = ""
-            memo[path] = frozenset(_ATTRIBUTE_NAMES.findall(text))
+            memo[path] = frozenset(ATTRIBUTE_NAMES.findall(text))
         return memo[path]
 
     def _read_down(self, path: str) -> bytes:
@@ -395,7 +390,8 @@ class _Analysis:
         if floor is None or self.new_version is None:
             return []
         gates = [g for fi in down.files.values() for g in fi.gates]
-        found = version_gates.compat_debt(gates, floor, self.new_version)
+        known = self.req.min_supported is not None
+        found = version_gates.compat_debt(gates, floor, self.new_version, floor_known=known)
         found += self._probes().debt(gates, floor)
         return [
             {"at": f"{g.path}:{g.line}", "condition": g.condition, "kind": g.kind, "reason": why}

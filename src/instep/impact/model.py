@@ -176,6 +176,10 @@ class Reference:
     # (``gm.graph.call_function`` with ``gm: GraphModule``): the join follows ``attr``'s
     # declared type upstream to the class whose ``member`` it is (downstream/typed_params)
     through: str | None = None
+    # import_use: the place names the target only where nothing runs it (an annotation, the
+    # class argument of isinstance/issubclass, an except clause): only its existence
+    # matters there (downstream/scope.py note_use)
+    type_only: bool = False
     # registered_kernel: what the place does with the overload (kernel, autocast, c_shim...)
     role: KernelRole | None = None
 

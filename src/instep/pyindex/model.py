@@ -113,3 +113,6 @@ class Symbol(Qualified):
     registrations: tuple[Registration, ...] = ()
     # blocks: names a def or class binds in any branch of a module-level if/try (sorted)
     binds: tuple[str, ...] = ()
+    # functions: the body only declares (``...``, ``pass``, one ``raise``): a typing stub's
+    # member looks like this (pyindex.neutral.is_stub_body)
+    stub: bool = False

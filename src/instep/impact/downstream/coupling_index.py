@@ -68,8 +68,15 @@ from instep.pyindex.signatures import call_shape
 
 log = logging.getLogger(__name__)
 
-FORMAT = "coupling-index-v15"  # bump when any cached class changes shape or content
+FORMAT = "coupling-index-v16"  # bump when any cached class changes shape or content
 MAX_FILE_BYTES = 8 * 1024 * 1024
+
+
+def _typed(r: Reference, v: _Visitor) -> Reference:
+    """An import_use reference with how its place calls the target, and whether it names
+    it only in type positions."""
+    r = _with(r, "call_shapes", v.call_shapes_of(r))
+    return _with(r, "type_only", True) if r.through is None and v.type_only(r) else r
 
 
 def _with(r: Reference, name: str, value: object) -> Reference:
@@ -308,7 +315,7 @@ def index_downstream_file(
         refs = [r if r.gate else _with(r, "gate", _gate_of(r, v, lookup)) for r in refs]
         v.pending = [_with(r, "gate", lookup.at(r.line)) for r in v.pending]
     out.references = [
-        _with(r, "call_shapes", v.call_shapes_of(r))
+        _typed(r, v)
         if r.kind is CouplingKind.IMPORT_USE
         and (r.detail == "use" or r.detail.startswith(("from ", "import ")))
         else r

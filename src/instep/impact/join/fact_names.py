@@ -72,6 +72,7 @@ class Fact(Vocab):
     MEMBER_NOT_NAMED = "member_not_named", FACTS
     TOUCHES_OVERRIDE = "touches_override", FACTS
     ONLY_ANNOTATIONS = "only_annotations", FACTS
+    TYPE_POSITION_ONLY = "type_position_only", REFERENCES
     # forks
     FORK_OLD = "fork_old", FACTS
     FORK_NEW = "fork_new", FACTS
@@ -81,6 +82,7 @@ class Fact(Vocab):
     OTHER_ROLE = "other_role", FACTS
     MASKED_BY_FALLBACK = "masked_by_fallback", FACTS
     CROSS_REGISTRY = "cross_registry", FACTS
+    DECOMPOSED_FIRST = "decomposed_first", FACTS
     INDUCTOR_NOT_RUN = "inductor_not_run", REFERENCES
     WHOLE_UPSTREAM_TABLE = "whole_upstream_table", FACTS
     DECOMPOSITION_MEETS_FALLBACK = "decomposition_meets_fallback", FACTS
