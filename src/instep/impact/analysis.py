@@ -497,7 +497,9 @@ class _Analysis:
             return file_index.index_source(path, data)
         if getattr(self, "_full_symbols", None) is None:
             self._full_symbols = ContentCache(self.cache_root, "symbols-full")
-        key = content_hash(data) + ":" + path
+        # the path is hashed into the key: a key holding it ("hash:torch/x.py") named a
+        # file in subdirectories the cache never made, so most entries failed to write
+        key = content_hash(data + b"\0" + path.encode("utf-8", "surrogateescape"))
         hit = self._full_symbols.get(key)
         if hit is not None:
             return hit
