@@ -94,6 +94,10 @@ class SymbolChange(Qualified):
     detail: str = ""  # human summary: 'signature: (x, sizes) -> (x, sizes, implicit=False)'
     renamed_from: str | None = None  # for RENAMED: the old qualname (or path::qualname)
     also: tuple[ChangeKind, ...] = ()  # further aspects of the same change (BODY with SIGNATURE)
+    # a rename that keeps the old name (an alias ``Old = New``, or a def that warns and
+    # calls the new one): "renamed to `New`, old name kept with a warning (until 2.16)"
+    # on the old name's change, "renamed from `Old`, ..." on the new one's
+    deprecation: str = ""
 
     @property
     def aspects(self) -> frozenset[ChangeKind]:
@@ -116,6 +120,7 @@ class SymbolChange(Qualified):
             "stage": str(self.stage),
             "detail": self.detail,
             "renamed_from": self.renamed_from,
+            "deprecation": self.deprecation,
             "old_line": self.old.line if self.old else None,
             "new_line": self.new.line if self.new else None,
             "registrations": sorted(self.registration_keys),

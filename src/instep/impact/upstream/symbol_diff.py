@@ -30,12 +30,14 @@ from __future__ import annotations
 
 import ast
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from instep.impact.model import ChangeKind, Stage, SymbolChange
 from instep.impact.upstream.file_index import index_against, index_text
+from instep.impact.upstream.stages import registry_stage
 from instep.pyindex.model import Symbol, SymbolKind
 from instep.pyindex.symbols import FileIndex, decode_or_error
 from instep.pyindex.unparse import unparse
@@ -54,7 +56,7 @@ _RANK = {
 }
 _CALLABLES = (SymbolKind.FUNCTION, SymbolKind.METHOD)
 _VALUES = (SymbolKind.ASSIGNMENT, SymbolKind.CLASS_ATTRIBUTE)
-DIFF_FORMAT_VERSION = 4  # bump when what a diff reports changes (4: dataclass __init__)
+DIFF_FORMAT_VERSION = 5  # bump when what a diff reports changes (5: stage of registered defs)
 DETAIL_VALUE_CHARS = 120
 MIN_RENAME_LINES = 3  # a function must span this many lines to be matched by body alone
 
@@ -164,6 +166,9 @@ def _change(
     sym = new if new is not None else old
     assert sym is not None
     also = tuple(sorted(set(aspects) - {kind}, key=_RANK.__getitem__))
+    registrars = [r.registrar for s in (old, new) if s is not None for r in s.registrations]
+    if registrars:  # a registered def takes effect where its registry is consulted
+        stage = registry_stage(registrars) or stage
     return SymbolChange(
         path=path,
         qualname=sym.qualname,
@@ -430,7 +435,12 @@ def join(diffs: list[FileDiff]) -> list[SymbolChange]:
         old_table = MemberTable({q: m for (side, q), m in d.members.items() if side == "old"})
         new_table = MemberTable({q: m for (side, q), m in d.members.items() if side == "new"})
         for change in d.changes:
-            stages[d.path] = change.stage
+            # the path's stage (a registered def's own stage is its registry's, which
+            # _change derives again for every change made below)
+            if not any(x is not None and x.registrations for x in (change.old, change.new)):
+                stages[d.path] = change.stage
+            else:
+                stages.setdefault(d.path, change.stage)
             if change.kind is ChangeKind.REMOVED:
                 removed.append(_Side(d.path, change.old, old_table))  # type: ignore[arg-type]
             elif change.kind is ChangeKind.ADDED:
@@ -450,8 +460,106 @@ def join(diffs: list[FileDiff]) -> list[SymbolChange]:
         _change(s.path, stages[s.path], ChangeKind.REMOVED, s.symbol, None) for s in removed
     ]
     changes += [_change(s.path, stages[s.path], ChangeKind.ADDED, None, s.symbol) for s in added]
+    changes = kept_old_names(changes)
     changes.sort(key=_sort_key)
     return changes
+
+
+# --- renames that keep the old name ---------------------------------------------------------
+
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+# "will be removed in 2.16", "removed after version 2.9", "until torch 2.12"
+_UNTIL = re.compile(
+    r"(?:remov\w*|delet\w*|drop\w*|until)\s+(?:in|after|by|from|with|at)?\s*"
+    r"(?:version\s+|v|pytorch\s+|torch\s+)?(\d+\.\d+(?:\.\d+)?)",
+    re.IGNORECASE,
+)
+_DEFS = (SymbolKind.FUNCTION, SymbolKind.METHOD, SymbolKind.CLASS)
+
+
+def kept_old_names(changes: list[SymbolChange]) -> list[SymbolChange]:
+    """Renames that keep the old name, named as such (``SymbolChange.deprecation``):
+
+    - a def that, in this change, starts announcing its deprecation (``warnings.warn(...,
+      FutureWarning)``, a logger's "X is deprecated, use Y", ``@deprecated``) and hands
+      its call to another def of its file (``return y(...)``): the old name is kept with a
+      warning; when that def is new here, it is the old one renamed (``RENAMED``,
+      ``renamed_from`` the old def);
+    - a module-level alias ``Old = New`` added where ``New`` is a def or class of the same
+      file and ``Old`` was a def or class of the batch's old side (this file, or another
+      one that lost it): ``New`` is ``Old`` renamed, the old name kept as an alias.
+
+    A def that warns but does its own work, a wrapper that was already deprecated, and an
+    alias of a name that never existed before are none of these.
+    """
+    by_key = {(c.path, c.qualname): i for i, c in enumerate(changes)}
+    removed = {
+        c.qualname: i
+        for i, c in enumerate(changes)
+        if c.kind is ChangeKind.REMOVED and c.old is not None and c.old.kind in _DEFS
+    }
+    out = list(changes)
+    for i, c in enumerate(changes):
+        new = c.new
+        if new is None or c.kind is ChangeKind.REMOVED:
+            continue
+        if new.deprecated and new.delegates and not (c.old is not None and c.old.deprecated):
+            scope = c.qualname.rsplit(".", 1)[0] + "." if "." in c.qualname else ""
+            target = by_key.get((c.path, scope + new.delegates.rsplit(".", 1)[-1]))
+            until = _until(new.deprecated)
+            warned = f"with a warning{f' (until {until})' if until else ''}"
+            renamed = target is not None and changes[target].kind is ChangeKind.ADDED
+            name = scope + new.delegates.rsplit(".", 1)[-1]
+            verb = "renamed to" if renamed else "deprecated: use"
+            out[i] = replace(out[i], deprecation=f"{verb} `{name}`, old name kept {warned}")
+            if renamed:
+                out[target] = _renamed_from(out[target], c.ref, f"old name kept {warned}")
+        elif (
+            c.kind is ChangeKind.ADDED
+            and new.kind is SymbolKind.ASSIGNMENT
+            and "." not in c.qualname
+            and new.value is not None
+            and _IDENTIFIER.fullmatch(new.value)
+        ):
+            target = by_key.get((c.path, new.value))
+            aliased = changes[target].new if target is not None else None
+            if target is None or aliased is None or aliased.kind not in _DEFS:
+                continue
+            kept = f"old name kept as an alias (`{c.qualname} = {new.value}`)"
+            alias_note = f"the old name of `{new.value}`, kept as an alias"
+            old = removed.get(c.qualname)
+            moved_from = changes[target].renamed_from or ""
+            if old is None and moved_from.rpartition("::")[2] == c.qualname:
+                # moved with its body (a rename join found) and the old name aliased
+                out[i] = replace(out[i], deprecation=alias_note)
+                out[target] = replace(out[target], deprecation=f"renamed, {kept}")
+                continue
+            if old is None:
+                continue  # an alias of a name that was no def before: a new name
+            out[i] = replace(out[i], deprecation=alias_note)
+            out[old] = replace(out[old], deprecation=f"renamed to `{changes[target].ref}`, {kept}")
+            if changes[target].kind is ChangeKind.ADDED:
+                out[target] = _renamed_from(out[target], changes[old].ref, kept)
+            else:
+                out[target] = replace(out[target], deprecation=f"renamed, {kept}")
+    return out
+
+
+def _renamed_from(change: SymbolChange, old_ref: str, kept: str) -> SymbolChange:
+    """``change`` (the new name, ADDED) as the rename of ``old_ref`` that keeps it."""
+    return replace(
+        change,
+        kind=ChangeKind.RENAMED,
+        renamed_from=old_ref,
+        deprecation=f"renamed from `{old_ref}`, {kept}",
+        detail=f"renamed from {old_ref}; {kept}",
+    )
+
+
+def _until(message: str) -> str | None:
+    """The version a deprecation message says the old name goes away in."""
+    found = _UNTIL.search(message)
+    return found.group(1) if found else None
 
 
 def diff_many(
