@@ -37,13 +37,20 @@ from instep.impact.join.matchers import Join, PendingAdds
 from instep.impact.join.op_arguments import OpArguments
 from instep.impact.join.op_couplings import OpCouplings
 from instep.impact.join.probe_outcomes import ProbeOutcomes, stub_reader
-from instep.impact.join.test_suggestions import DownstreamTests, suggested_tests
+from instep.impact.join.test_suggestions import (
+    DownstreamTests,
+    TestSuggester,
+    touched_test_functions,
+    unique_tests,
+    upstream_file_tests,
+)
 from instep.impact.join.verdicts import judge_unit
 from instep.impact.logged_warnings import collect_warnings
 from instep.impact.model import (
     Coupling,
     Impact,
     ImpactReport,
+    SuggestedTest,
     SymbolChange,
     UpstreamChange,
 )
@@ -680,16 +687,23 @@ class _Analysis:
                     u.title = _release_title(u.id, _by_coupling(u.changes, couplings[i]))
         impacts: list[Impact] = []
         name = self._upstream_name()
+        started = time.perf_counter()
+        self._test_suggester = self._suggester(down)
+        spent = time.perf_counter() - started
         for i, u in enumerate(units):
-            impacts.append(
-                judge_unit(
-                    u,
-                    couplings.get(i, []),
-                    lang=self.req.lang,
-                    suggested_tests=self._tests(u, couplings.get(i, [])),
-                    upstream=name,
-                )
+            started = time.perf_counter()
+            tests = self._tests(u, couplings.get(i, []))
+            spent += time.perf_counter() - started
+            impact = judge_unit(
+                u,
+                couplings.get(i, []),
+                lang=self.req.lang,
+                suggested_tests=unique_tests(tests),
+                upstream=name,
             )
+            impact.tests = tests
+            impacts.append(impact)
+        self.timings["test_suggestions"] = round(spent, 3)
         debt = self._compat_debt(down)
         # how many upstream test files the new side carries (0 for a wheel): the report
         # says why suggested_tests is empty and how to get suggestions
@@ -714,18 +728,79 @@ class _Analysis:
             lang=self.req.lang,
         )
 
-    def _tests(self, unit: UpstreamChange, couplings: list[Coupling]) -> list[str]:
-        """Upstream tests the change names or that are named after its files, then the
-        downstream tests importing the coupled modules (test_suggestions)."""
-        tests = list(unit.upstream_tests)
-        if couplings:
-            stems = {Path(p).stem for p in unit.files}
-            tests += [
-                p for p in self._upstream_tests() if Path(p).stem.removeprefix("test_") in stems
-            ]
-        down = getattr(self, "down_tests", None)
-        downstream = down.for_unit(unit, couplings) if down is not None else []
-        return suggested_tests(sorted(dict.fromkeys(tests)), downstream)
+    def _tests(self, unit: UpstreamChange, couplings: list[Coupling]) -> list[SuggestedTest]:
+        """The unit's suggested tests (test_suggestions): the operator and stage tests of
+        its coupled changes, the upstream tests its commit touched or that are named
+        after its files, the downstream tests importing the coupled modules."""
+        if not couplings:
+            return []
+        return self._test_suggester.for_unit(unit, couplings, self._upstream_test_records(unit))
+
+    def _suggester(self, down) -> TestSuggester:
+        """The new upstream's OpInfos and operator callers and the downstream's use of
+        operators, read once (test_suggestions)."""
+        from instep.impact.join.test_suggestions import DownstreamOps
+        from instep.impact.upstream.op_reach import OpReach
+        from instep.impact.upstream.opinfo_index import read_index
+
+        paths = self.new.paths()
+        return TestSuggester(
+            read_index(paths, self.new.read),
+            OpReach(paths, self._new_index),
+            getattr(self, "down_tests", None),
+            ops=DownstreamOps.from_references(down.references()),
+        )
+
+    def _upstream_test_records(self, unit: UpstreamChange) -> list[SuggestedTest]:
+        """Commit mode: the test functions the commit added or changed (their files when
+        it changed none); a tree: the upstream test files named after a changed file."""
+        out: list[SuggestedTest] = []
+        touched: set[str] = set()
+        if unit.upstream_tests and unit.commit:
+            functions: list[str] = []
+            for path in unit.upstream_tests:
+                functions += self._touched_functions(unit.commit, path)
+            touched = {f.partition("::")[0] for f in functions}
+            out += upstream_file_tests(
+                functions, "commit.touched", "a test function this commit added or changed"
+            )
+            out += upstream_file_tests(
+                [p for p in unit.upstream_tests if p not in touched],
+                "commit.touched_file",
+                "a test file this commit changed (no test function in it changed)",
+            )
+        elif unit.upstream_tests:
+            out += upstream_file_tests(
+                unit.upstream_tests, "commit.touched_file", "a test file this patch changed"
+            )
+        stems = {Path(p).stem for p in unit.files}
+        named = [
+            p
+            for p in self._upstream_tests()
+            if Path(p).stem.removeprefix("test_") in stems
+            and p not in touched
+            and p not in unit.upstream_tests
+        ]
+        why = "an upstream test file named after a changed file"
+        out += upstream_file_tests(sorted(named), "upstream.named_after", why)
+        return out
+
+    def _touched_functions(self, commit: str, path: str) -> list[str]:
+        """The test functions ``commit`` added or changed in ``path`` (a git history)."""
+        from instep.impact.upstream import sources
+
+        if not isinstance(self.new, sources.GitSnapshot):
+            return []
+        repo = self.new.repo  # cat-file reads ``rev:path`` without listing the tree
+        try:
+            new = repo.read_object(f"{commit}:{path}")
+        except (MissingInput, OSError):
+            return []
+        try:
+            old: bytes | None = repo.read_object(f"{commit}^:{path}")
+        except (MissingInput, OSError):
+            old = None
+        return touched_test_functions(path, old, new)
 
     def _upstream_tests(self) -> list[str]:
         if not hasattr(self, "_test_paths"):

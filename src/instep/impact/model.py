@@ -54,6 +54,15 @@ class CouplingKind(Vocab):
     INHERITED_ATTRIBUTE = "inherited_attribute"
 
 
+class SuggestionKind(Vocab):
+    """Where a suggested test comes from (join/test_suggestions.py)."""
+
+    OPINFO = "opinfo"  # OpInfo cases of an operator, through instep's L5 suite
+    BUILTIN = "builtin"  # a case of instep's own suites (L1 smoke)
+    UPSTREAM = "upstream"  # an upstream test file, or a test function a commit touched
+    DOWNSTREAM = "downstream"  # a downstream test file importing a coupled module
+
+
 class _Ranked(Vocab):
     """A vocabulary whose members are ordered by declaration (least severe first)."""
 
@@ -255,6 +264,15 @@ class Coupling:
         """The downstream symbol holding the place: 'path::qualname' ('path::<module>')."""
         return f"{self.downstream.rsplit(':', 1)[0]}::{self.owner or '<module>'}"
 
+    @property
+    def counted_place(self) -> str | None:
+        """The place the reports count this coupling at (:attr:`place`), or None for an
+        import line: the code that uses the imported name is the place, and has its own
+        coupling (docs/impact.md, "Counting")."""
+        if self.owner is None and self.kind is CouplingKind.IMPORT_USE:
+            return None
+        return self.place
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "kind": str(self.kind),
@@ -273,6 +291,32 @@ class Coupling:
             "best_effort": self.best_effort,
             "problems": list(self.problems),
             "evidence": self.evidence,
+        }
+
+
+@dataclass(frozen=True)
+class SuggestedTest:
+    """A test to run for some changed upstream symbols, with the rule that chose it.
+
+    ``test`` is what ``instep run`` selects: ``opinfo:sum`` (the L5 OpInfo cases of the
+    operator, ``opinfo:cdist:grad`` with gradients), ``instep:smoke/test_l1_smoke.py::
+    test_smoke[pointwise]`` (a shipped case), ``test/inductor/test_x.py::TestX::test_y`` or
+    a test file (upstream or downstream, relative to its tree).
+    """
+
+    test: str
+    kind: SuggestionKind
+    rule: str  # 'op.registered', 'op.schema', 'op.reaches', 'stage.case', 'commit.touched', ...
+    symbols: tuple[str, ...] = ()  # the changed upstream symbols (path::qualname) it exercises
+    why: str = ""  # the evidence: the call chain, the schema line, the case's reason
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "test": self.test,
+            "kind": str(self.kind),
+            "rule": self.rule,
+            "symbols": list(self.symbols),
+            "why": self.why,
         }
 
 
@@ -305,6 +349,9 @@ class Impact:
     couplings: list[Coupling] = field(default_factory=list)
     suggested_tests: list[str] = field(default_factory=list)
     rationale: str = ""
+    # the suggested tests with their rules and the symbols each exercises (suggested_tests
+    # holds their ``test`` strings, first, then the ones without a record)
+    tests: list[SuggestedTest] = field(default_factory=list)
 
     @property
     def coupling_kinds(self) -> list[str]:
@@ -331,6 +378,7 @@ class Impact:
             "coupling_kinds": self.coupling_kinds,
             "couplings": [c.as_dict() for c in self.couplings],
             "suggested_tests": list(self.suggested_tests),
+            "tests": [t.as_dict() for t in self.tests],
             "rationale": self.rationale,
         }
 
@@ -365,10 +413,15 @@ class ImpactReport:
         for u in self.units:
             row = by_stage.setdefault(str(u.stage), {"Check": 0, "Test": 0, "Shim": 0})
             row[str(u.action)] += 1
+        counts = self.counts()
         return {
             "units": len(self.units),
             "coupled_units": sum(1 for u in self.units if u.couplings),
             "couplings": sum(len(u.couplings) for u in self.units),
+            "places": sum(c["places"] for c in counts.values()),
+            # per action: units and places under their strongest coupling's action,
+            # couplings under their own (docs/impact.md, "Counting")
+            "counts": counts,
             "by_action": count([str(u.action) for u in self.units]),
             "by_risk": count([str(u.risk) for u in self.units]),
             "by_stage_action": dict(sorted(by_stage.items())),
@@ -377,6 +430,25 @@ class ImpactReport:
             "refusals": len(self.refusals),
             "module_refusals": sum(1 for r in self.refusals if r.get("scope") == "module"),
         }
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """Units, couplings and downstream places per action, each counted once: a unit
+        and a place under the strongest action of their couplings (a unit without one is
+        Check), a coupling under its own. An import line is no place."""
+        out = {str(a): {"units": 0, "couplings": 0, "places": 0} for a in reversed(Action)}
+        strongest: dict[str, Action] = {}
+        for u in self.units:
+            out[str(u.action)]["units"] += 1
+            for c in u.couplings:
+                out[str(c.action)]["couplings"] += 1
+                place = c.counted_place
+                if place is not None and (
+                    place not in strongest or c.action.rank > strongest[place].rank
+                ):
+                    strongest[place] = c.action
+        for action in strongest.values():
+            out[str(action)]["places"] += 1
+        return out
 
     def hotspots(self, limit: int = HOTSPOTS) -> list[dict[str, Any]]:
         """Downstream symbols ranked by how many upstream units reach them (Test or Shim).

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from instep import __version__
+from instep.impact.export.labels import SECTIONS, lang_of
 from instep.impact.model import ImpactReport
 
 SCHEMA = "instep.impact/1"
@@ -17,6 +18,7 @@ def as_document(report: ImpactReport) -> dict[str, Any]:
         "tool": f"instep {__version__}",
         "generated_at": report.generated_at,
         "lang": report.lang,
+        "definitions": definitions(lang_of(report.lang)),
         "upstream": report.upstream,
         "downstream": report.downstream,
         "summary": report.summary(),
@@ -27,6 +29,13 @@ def as_document(report: ImpactReport) -> dict[str, Any]:
         "warnings": report.warnings,
         "stats": report.stats,
     }
+
+
+def definitions(lang: str) -> dict[str, str]:
+    """What Shim, Test and Check mean and how units, couplings and places are counted:
+    the lines the Markdown and HTML reports open with."""
+    t = SECTIONS[lang]
+    return {**{a: t["means_" + a] for a in ("Shim", "Test", "Check")}, "counting": t["counting"]}
 
 
 def render_json(report: ImpactReport) -> str:
