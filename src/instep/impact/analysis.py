@@ -40,9 +40,8 @@ from instep.impact.join.probe_outcomes import ProbeOutcomes, stub_reader
 from instep.impact.join.test_suggestions import (
     DownstreamTests,
     TestSuggester,
-    touched_test_functions,
     unique_tests,
-    upstream_file_tests,
+    upstream_test_records,
 )
 from instep.impact.join.verdicts import judge_unit
 from instep.impact.logged_warnings import collect_warnings
@@ -752,55 +751,20 @@ class _Analysis:
         )
 
     def _upstream_test_records(self, unit: UpstreamChange) -> list[SuggestedTest]:
-        """Commit mode: the test functions the commit added or changed (their files when
-        it changed none); a tree: the upstream test files named after a changed file."""
-        out: list[SuggestedTest] = []
-        touched: set[str] = set()
-        if unit.upstream_tests and unit.commit:
-            functions: list[str] = []
-            for path in unit.upstream_tests:
-                functions += self._touched_functions(unit.commit, path)
-            touched = {f.partition("::")[0] for f in functions}
-            out += upstream_file_tests(
-                functions, "commit.touched", "a test function this commit added or changed"
-            )
-            out += upstream_file_tests(
-                [p for p in unit.upstream_tests if p not in touched],
-                "commit.touched_file",
-                "a test file this commit changed (no test function in it changed)",
-            )
-        elif unit.upstream_tests:
-            out += upstream_file_tests(
-                unit.upstream_tests, "commit.touched_file", "a test file this patch changed"
-            )
-        stems = {Path(p).stem for p in unit.files}
-        named = [
-            p
-            for p in self._upstream_tests()
-            if Path(p).stem.removeprefix("test_") in stems
-            and p not in touched
-            and p not in unit.upstream_tests
-        ]
-        why = "an upstream test file named after a changed file"
-        out += upstream_file_tests(sorted(named), "upstream.named_after", why)
-        return out
+        """The upstream tests of a unit (test_suggestions.upstream_test_records)."""
+        return upstream_test_records(unit, self._upstream_tests(), self._read_at_commit)
 
-    def _touched_functions(self, commit: str, path: str) -> list[str]:
-        """The test functions ``commit`` added or changed in ``path`` (a git history)."""
+    def _read_at_commit(self, commit: str, path: str) -> bytes | None:
+        """A file at a commit of a git history (None when absent, or not a history):
+        cat-file reads ``rev:path`` without listing the tree."""
         from instep.impact.upstream import sources
 
         if not isinstance(self.new, sources.GitSnapshot):
-            return []
-        repo = self.new.repo  # cat-file reads ``rev:path`` without listing the tree
+            return None
         try:
-            new = repo.read_object(f"{commit}:{path}")
+            return self.new.repo.read_object(f"{commit}:{path}")
         except (MissingInput, OSError):
-            return []
-        try:
-            old: bytes | None = repo.read_object(f"{commit}^:{path}")
-        except (MissingInput, OSError):
-            old = None
-        return touched_test_functions(path, old, new)
+            return None
 
     def _upstream_tests(self) -> list[str]:
         if not hasattr(self, "_test_paths"):

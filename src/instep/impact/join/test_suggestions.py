@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import shlex
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 
 from instep.impact.model import (
     Action,
@@ -324,6 +325,48 @@ def _route_text(route: OpRoute) -> str:
     return f"{route.op}'s {role} `{names[0]}` ({where}) calls " + " -> ".join(
         f"`{n}`" for n in names[1:]
     )
+
+
+def upstream_test_records(
+    unit: UpstreamChange,
+    upstream_test_paths: list[str],
+    read_at: Callable[[str, str], bytes | None],
+) -> list[SuggestedTest]:
+    """The upstream tests of a unit. Commit mode: the test functions the commit added or
+    changed (``read_at(commit, path)`` gives a file at a commit), the test files it
+    changed where no test function did; a patch: the test files it changed; a source
+    tree: the test files named after a changed file (``upstream_test_paths``)."""
+    out: list[SuggestedTest] = []
+    touched: set[str] = set()
+    if unit.upstream_tests and unit.commit:
+        functions: list[str] = []
+        for path in unit.upstream_tests:
+            new = read_at(unit.commit, path)
+            old = read_at(f"{unit.commit}^", path) if new is not None else None
+            functions += touched_test_functions(path, old, new)
+        touched = {f.partition("::")[0] for f in functions}
+        out += upstream_file_tests(
+            functions, "commit.touched", "a test function this commit added or changed"
+        )
+        out += upstream_file_tests(
+            [p for p in unit.upstream_tests if p not in touched],
+            "commit.touched_file",
+            "a test file this commit changed (no test function in it changed)",
+        )
+    elif unit.upstream_tests:
+        out += upstream_file_tests(
+            unit.upstream_tests, "commit.touched_file", "a test file this patch changed"
+        )
+    stems = {Path(p).stem for p in unit.files}
+    named = [
+        p
+        for p in upstream_test_paths
+        if Path(p).stem.removeprefix("test_") in stems
+        and p not in touched
+        and p not in unit.upstream_tests
+    ]
+    why = "an upstream test file named after a changed file"
+    return out + upstream_file_tests(sorted(named), "upstream.named_after", why)
 
 
 def upstream_file_tests(
