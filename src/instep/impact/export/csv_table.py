@@ -1,4 +1,6 @@
-"""CSV: one row per unit in the seed's column order, plus evidence; opens in spreadsheets."""
+"""CSV: one row per unit in the seed's column order, plus evidence and the unit's couplings
+per action (the summary's counting: a coupling under its own action); opens in
+spreadsheets."""
 
 from __future__ import annotations
 
@@ -7,10 +9,20 @@ import io
 
 from instep.glossary import glossary
 from instep.impact.export.labels import COLUMNS, YES_NO, lang_of
-from instep.impact.model import ImpactReport
+from instep.impact.model import Action, ImpactReport
 
 EXTRA = {
-    "en": ["Coupling kinds", "Evidence", "Upstream symbols", "Suggested tests", "PR", "Commit"],
+    "en": [
+        "Coupling kinds",
+        "Evidence",
+        "Upstream symbols",
+        "Suggested tests",
+        "PR",
+        "Commit",
+        "Shim couplings",
+        "Test couplings",
+        "Check couplings",
+    ],
     "zh": list(glossary()["texts"]["impact_table"]["extra_columns"]),
 }
 
@@ -41,6 +53,7 @@ def render_csv(report: ImpactReport) -> str:
                 "\n".join(u.suggested_tests),
                 ch.pr or "",
                 ch.commit or "",
+                *(sum(1 for c in u.couplings if c.action is a) for a in reversed(Action)),
             ]
         )
     return buf.getvalue()
