@@ -86,3 +86,27 @@ def test_a_write_that_fails_leaves_no_entry(tmp_path, monkeypatch):
     assert not (cache.dir / "01" / "0123beef").exists()
     assert cache.get("0123beef") is None
     assert cache.get("0123abcd") == "first"
+
+
+def test_keys_holding_paths_round_trip_on_a_cold_cache_without_warnings(
+    tmp_path, monkeypatch, caplog
+):
+    # what the full-symbol index writes: the content's digest, then the file's path
+    keys = [
+        "0123abcd:torch/_inductor/codegen/triton.py",
+        "0123abcd:torch/_inductor/codegen/wrapper.py",  # same digest, another path
+        "4567cdef:torch/__init__.py",
+        "89abcdef:" + "deep/" * 60 + "x.py",  # longer than a file name may be
+        "0123abcd:setup.py",  # a plain file name: kept as it is
+    ]
+    cache = _open(tmp_path / "cold", monkeypatch, "a")
+    with caplog.at_level("DEBUG", logger=cache_module.__name__):
+        for n, key in enumerate(keys):
+            cache.put(key, n)
+    assert not [r for r in caplog.records if r.levelname == "WARNING"], caplog.text
+    again = _open(tmp_path / "cold", monkeypatch, "a")  # another process reads them back
+    assert [again.get(key) for key in keys] == list(range(len(keys)))
+    entries = sorted(p.relative_to(cache.dir) for p in cache.dir.rglob("*") if p.is_file())
+    assert len(entries) == len(keys)
+    assert all(len(e.parts) == 2 and e.parts[0] == e.parts[1][:2] for e in entries), entries
+    assert (cache.dir / "01" / "0123abcd:setup.py").is_file()

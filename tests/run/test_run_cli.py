@@ -116,6 +116,21 @@ def test_bad_options_are_one_line_errors(instep, tmp_path):
     assert unknown.code == 2 and "run 'nope' not found" in unknown.err
 
 
+def test_a_path_that_does_not_exist_is_one_line_and_makes_no_store(instep, tmp_path):
+    write(tmp_path, "test_ok.py", "def test_one():\n    pass\n")
+    for args in (("no_such_dir",), ("test_ok.py", "gone/test_x.py::test_y")):
+        result = instep("run", *args, *NO_TORCH)
+        assert result.code == 2
+        missing = args[-1]
+        assert result.err.strip() == (
+            f"instep: error: instep run: {missing}: no such file or directory (expected a test"
+            " file, a directory or a node id such as tests/test_x.py::TestX::test_y)"
+        )
+        assert not (tmp_path / ".instep").exists()  # no store, no "finished" run in it
+    # a node id whose file exists is no missing path
+    assert instep("run", "test_ok.py::test_one", *NO_TORCH).code == 0
+
+
 def test_tier_from_config_gives_paths_and_k(instep, tmp_path):
     write(tmp_path, "suite/test_t.py", "def test_keep():\n    pass\n\ndef test_drop():\n    pass\n")
     write(

@@ -62,6 +62,7 @@ def test_a_result_reported_twice_is_stored_counted_and_rerun_once(tmp_path, monk
     engine = ReplayingEngine()
     monkeypatch.setattr(runner, "_make_pool", lambda profile, settings, opts: engine)
     reporter = Counting()
+    (tmp_path / "t.py").write_text("")  # the run's path exists; the engine runs nothing
     opts = RunOptions(paths=["t.py"], reruns=1, preimport=[], name="replayed", cwd=tmp_path)
     result = execute_run(
         tmp_path / "s.db", load_profile("cpu"), opts, reporter, classifier=Classifier

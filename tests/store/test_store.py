@@ -151,6 +151,21 @@ def test_bad_db_argument_is_one_line(instep, tmp_path):
     assert "directory" in result.err
 
 
+def test_a_file_that_is_not_a_store_is_one_line_and_left_as_it_was(instep_proc, tmp_path):
+    for name, content in (("bad.db", b"hello\n"), ("cut.db", b"SQLite format 3\0" + b"x" * 90)):
+        path = tmp_path / name
+        path.write_bytes(content)
+        for command in (("runs",), ("show", "latest"), ("merge", name)):
+            result = instep_proc(*command, "--db", name)
+            assert result.code == 2, (command, result.err)
+            assert result.err.strip() == (
+                f"instep: error: --db {name}: cannot open the store: file is not a database"
+                " (expected a SQLite store)"
+            )
+        assert path.read_bytes() == content  # never written, never lost
+    assert {p.name for p in tmp_path.iterdir()} == {"bad.db", "cut.db"}  # no -wal, no -shm
+
+
 def test_postgres_store_has_the_same_schema_and_behaviour(postgres_url):
     store = Store(postgres_url)
     assert current_revision(store.engine) == HEAD

@@ -22,7 +22,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -103,13 +105,34 @@ UNEXPECTED_SUCCESSES: list[str] = []
 WALL: dict[str, list[float]] = {}
 
 
+SIDE_TIMEOUT: list[float | None] = [None]
+CUT: list[str] = []
+
+
 def run(cmd: list[str], env: dict[str, str], log: Path) -> None:
+    """Run one side; past ``--side-timeout`` it gets SIGINT (instep stores what finished
+    and marks the run interrupted), then SIGKILL 30 s later, and is reported as cut."""
     started = time.monotonic()
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu0 = usage.ru_utime + usage.ru_stime
     with open(log, "w") as fh:
-        subprocess.run(cmd, env={**os.environ, **env}, stdout=fh, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, env={**os.environ, **env}, stdout=fh, stderr=subprocess.STDOUT)
+        try:
+            proc.wait(timeout=SIDE_TIMEOUT[0])
+        except subprocess.TimeoutExpired:
+            CUT.append(log.stem)
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
     wall = time.monotonic() - started
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = usage.ru_utime + usage.ru_stime - cpu0
     WALL.setdefault(log.stem, []).append(wall)
-    print(f"{log.stem}: {wall:.1f} s  ({' '.join(cmd[2:])})", flush=True)
+    cut = " (CUT at the side time-out)" if log.stem in CUT else ""
+    print(f"{log.stem}: {wall:.1f} s, {cpu:.1f} CPU s{cut}  ({' '.join(cmd[2:])})", flush=True)
 
 
 def main() -> int:
@@ -122,7 +145,9 @@ def main() -> int:
     parser.add_argument("--modes", default="worker,case")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path(tempfile.mkdtemp(prefix="cmp-")))
+    parser.add_argument("--side-timeout", type=float, help="seconds one side may run")
     args = parser.parse_args()
+    SIDE_TIMEOUT[0] = args.side_timeout
     args.out.mkdir(parents=True, exist_ok=True)
     modes = [m for m in args.modes.split(",") if m]
     sides = ["pytest", *modes]
@@ -155,6 +180,10 @@ def main() -> int:
             print(f"  {side} differs: {key}: pytest {base[key]}, instep {results[side][key]}")
         print(f"{side}: {len(differ)} of {len(base)} cases differ from pytest")
         ratio = sum(WALL[f"instep-{side}"]) / sum(WALL["pytest"])
+        cut = {f"instep-{side}", "pytest"} & set(CUT)
+        if cut:
+            print(f"no ratio for {side}: {', '.join(sorted(cut))} cut at the side time-out")
+            continue
         print(f"wall time instep --isolate {side} / pytest -n {args.workers}: {ratio:.2f}x")
     if UNEXPECTED_SUCCESSES:
         print(f"unexpected successes (instep xpassed, pytest failed): {len(UNEXPECTED_SUCCESSES)}")

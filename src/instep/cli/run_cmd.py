@@ -103,6 +103,14 @@ def _split_list(value: str | None) -> list[str]:
     " [the profile's runtime.fork].",
 )
 @click.option(
+    "--standbys",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="Case processes each worker prepares beside the one running cases, under the fork"
+    " and spawn models [--isolate case: ceil(CPUs / workers), at most 4; worker: 1 where a"
+    " CPU is idle].",
+)
+@click.option(
     "--device-class",
     metavar="DEV",
     help="Only cases of test classes made for this device (TestFooCUDA, GPUTests: 'cuda').",
@@ -161,6 +169,7 @@ def run_command(
     address: str | None,
     ray_resource: str | None,
     process_model: str | None,
+    standbys: int | None,
     device_class: str | None,
     impact_path: str | None,
     impact_actions: str,
@@ -235,6 +244,7 @@ def run_command(
         ray_resource=ray_resource,
         max_tasks=workers if engine == "ray" else None,
         process_model=process_model,
+        standbys=standbys,
         device_class=device_class,
         impact=impact,
     )

@@ -107,10 +107,29 @@ class DeviceRuntime(_Strict):
         " before they fork",
     )
 
-    @field_validator("initialized", mode="before")
+    fatal_errors: list[str] = Field(
+        default_factory=list,
+        description="regular expressions: a failed case whose error matches one (a device"
+        " error, out of memory) may have left its process unusable, which is then replaced",
+    )
+    healthy: list[str] = Field(
+        default_factory=list,
+        description="dotted callables telling whether the device still works in this process"
+        " (all true: it does), e.g. 'instep.run.device_probes.cuda_healthy'; asked after a"
+        " failed case in a process that initialised the device",
+    )
+
+    @field_validator("initialized", "healthy", mode="before")
     @classmethod
     def _one_or_more(cls, value: object) -> object:
         return [value] if isinstance(value, str) else value
+
+    @field_validator("fatal_errors")
+    @classmethod
+    def _patterns_compile(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            _compile(pattern, "fatal_errors pattern")
+        return value
 
 
 class Profile(_Strict):

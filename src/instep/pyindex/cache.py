@@ -1,6 +1,7 @@
 """A content-addressed cache for per-file analysis results (symbol and coupling indexes).
 
-Entries live under ``root/namespace/generation/ab/abcdef...``: the namespace carries a
+Entries live under ``root/namespace/generation/ab/abcdef...`` (a key that is no plain
+file name, such as one holding a path, is filed under its digest): the namespace carries a
 format version, and the generation is a digest of instep's version and its analysis code
 and data (:func:`analysis_code_digest`), so neither a change of an index's shape nor an
 upgrade of instep reads stale entries. Each namespace keeps the current generation and
@@ -21,6 +22,7 @@ import hashlib
 import logging
 import os
 import pickle
+import re
 import shutil
 import time
 from functools import lru_cache
@@ -41,6 +43,18 @@ STALE_WRITE_S = 600.0  # an entry still without its marker after this is a dead 
 
 def content_hash(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=20).hexdigest()
+
+
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}")
+
+
+def entry_name(key: str) -> str:
+    """The file name of ``key``'s entry: the key itself when it is a plain file name (a
+    digest, ``digest:name``), else the digest of the key (``digest:torch/x.py`` holds a
+    ``/``, and a path may be longer than a file name may be)."""
+    if _PLAIN_KEY.fullmatch(key):
+        return key
+    return content_hash(key.encode("utf-8", "surrogatepass"))
 
 
 @lru_cache(maxsize=1)
@@ -109,7 +123,8 @@ class ContentCache:
 
     def _path(self, key: str) -> Path:
         assert self.dir is not None
-        return self.dir / key[:2] / key
+        name = entry_name(key)
+        return self.dir / name[:2] / name
 
     def get(self, key: str) -> Any | None:
         if self.dir is None:
@@ -136,9 +151,9 @@ class ContentCache:
             return
         path = self._path(key)
         try:
-            if key[:2] not in self._made:
+            if path.parent.name not in self._made:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                self._made.add(key[:2])
+                self._made.add(path.parent.name)
             data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL) + END
             try:
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)

@@ -4,14 +4,16 @@ A case process isolates itself (own process group, death with its host, ``RLIMIT
 fds 1 and 2 sent to files, faulthandler), then serves the host's requests: lists of
 ``(nodeid, env)`` cases, each run through pytest's own ``pytest_runtest_protocol`` with
 instep's :class:`~instep.run.pytest_plugin.OutcomeRecorder`, each outcome sent back as a
-dict. It retires after a failing case, or after one case with ``isolate='case'``.
+dict. It retires after one case with ``isolate='case'``, and after a case that may have
+left it unusable (:mod:`instep.run.reuse_rule`: under ``shared`` any failure).
 
 Where its items come from depends on the process model (:mod:`instep.run.process_model`):
 under ``shared`` it inherits the host's collected items; under ``fork`` and ``spawn`` it
 collects for itself, so a module that touches the device at import does so in the
 process that runs its cases: a host's first case process collects the whole run (and
-reports it, with the modules its host may import: :class:`ImportWatch`), later ones the
-file or node id of their first request. ``python -m
+reports it, with the modules its host may import: :class:`ImportWatch`), a standby the
+file its host names (``{PREPARE: file}``: it says ``prepared`` and waits for cases), and
+any other the file or node id of its first request. ``python -m
 instep.run.case_process`` is the spawned form: it imports the preimports first.
 It never forks and never writes the store; the host watches it and reports its deaths.
 """
@@ -36,11 +38,11 @@ from typing import Any
 
 import pytest
 
-from instep.outcome import FAILING
 from instep.run.host_protocol import last_error_line
 from instep.run.output_capture import read_tail, redirect_std_fds, truncate_std_fds
 from instep.run.process_model import ImportWatch
 from instep.run.pytest_plugin import OutcomeRecorder
+from instep.run.reuse_rule import replace_reason
 
 #: The pytest phase a case process is in, written to a shared page (no message per phase).
 PHASES = ("", "setup", "call", "teardown")
@@ -50,6 +52,8 @@ PHASE_FILE = "phase"
 ENV_CASE_FDS = "INSTEP_CASE_FDS"
 #: A host's first request to its first case process: collect the whole run, then serve.
 COLLECT_RUN = "collect-run"
+#: The first request to a standby: ``{PREPARE: file}``, collect it, say so, then wait.
+PREPARE = "prepare"
 
 
 def pytest_base_args(settings: dict[str, Any]) -> list[str]:
@@ -121,6 +125,11 @@ def case_main(
         args = [*ctx.settings["paths"], *args]
         if ctx.settings.get("k"):
             args += ["-k", ctx.settings["k"]]
+    elif isinstance(first, dict) and PREPARE in first:  # a standby: its file, then wait
+        rootdir = ctx.settings.get("rootdir") or os.getcwd()
+        plugin = _CollectThenServe(ctx, requests, events, None, prepared=True)
+        args = [os.path.join(rootdir, first[PREPARE]), *args]
+        first = None
     else:
         rootdir = ctx.settings.get("rootdir") or os.getcwd()
         if ctx.isolate_case:
@@ -135,6 +144,8 @@ def case_main(
         # pytest stopped before running anything ("found no collectors" after the test
         # module failed to import): each requested case is an error saying why
         why = plugin.collect_error_text() or f"pytest exited with {code} collecting it"
+        if plugin.prepared:
+            events.send({"type": "prepared", "error": why})
         _serve(ctx, {}, requests, events, first, why)
 
 
@@ -171,6 +182,7 @@ class _CollectThenServe(CollectingPlugin):
         events: Connection,
         first: list | None,
         watch: ImportWatch | None = None,
+        prepared: bool = False,
     ) -> None:
         super().__init__()
         self.ctx = ctx
@@ -178,6 +190,7 @@ class _CollectThenServe(CollectingPlugin):
         self.events = events
         self.first = first
         self.watch = watch
+        self.prepared = prepared  # a standby: it says when it has collected
         self.served = False
 
     def pytest_runtestloop(self, session) -> bool:  # type: ignore[no-untyped-def]
@@ -192,10 +205,19 @@ class _CollectThenServe(CollectingPlugin):
                     "errors": self.collect_errors,
                     "rootdir": rootdir,
                     "warm": self.watch.safe_modules([rootdir, *self.ctx.settings["paths"]]),
+                    # the host imports Inductor's compile entry point before its next fork
+                    "dynamo": "torch._dynamo" in sys.modules,
                 }
             )
+        if self.prepared:
+            self.events.send({"type": "prepared", "error": self.collect_error_text()})
         _serve(self.ctx, items, self.requests, self.events, self.first, self.collect_error_text())
-        return True
+        # Served: every fixture was torn down after its chunk's last case (nextitem None).
+        # Leave before pytest's unconfigure, whose forced garbage collections walk the whole
+        # heap (a second of CPU per process with an OpInfo-sized test module imported).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def collect_error(report) -> dict[str, str]:  # type: ignore[no-untyped-def]
@@ -326,9 +348,13 @@ def _serve(
             data["stderr_tail"], err_size = read_tail(err_path)
             data.setdefault("evidence", {})["output_bytes"] = (out_size, err_size)
             data["started_at"] = started
+            # a case it could not collect says nothing against the process
+            reason = replace_reason(data, ctx.settings) if item or ctx.isolate_case else None
+            if reason is not None and not ctx.isolate_case:
+                data["evidence"]["process_replaced"] = reason
             events.send({"type": "outcome", "nodeid": nodeid, "data": data})
-            if ctx.isolate_case or data["status"] in FAILING:
-                events.send({"type": "retire"})
+            if reason is not None:
+                events.send({"type": "retire", "reason": reason})
                 return
         events.send({"type": "idle"})
 

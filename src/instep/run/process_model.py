@@ -11,8 +11,9 @@ overrides it); docs/run.md, "Process models", measures what each costs per case:
   that no device was initialised before they fork. Each host's first case process
   collects the whole run (as an xdist worker does; the first to finish plans the run)
   and serves cases of any file; later ones import the test file they run
-  (``--isolate worker``: once, then many cases of it). Meanwhile the host imports what
-  the collection found it could import without touching the device (:class:`ImportWatch`).
+  (``--isolate worker``: once, then many cases of it), most of them as standbys
+  prepared while an earlier one runs. Meanwhile the host imports what the collection
+  found it could import without touching the device (:class:`ImportWatch`).
 - ``spawn`` (``fork = "never"``): like ``fork``, but case processes are fresh
   interpreters that import torch and the backend themselves. A ``fork`` host whose own
   imports initialised the device turns to ``spawn`` and says so.
@@ -26,6 +27,7 @@ import contextlib
 import importlib
 import os
 import sys
+from collections.abc import Callable
 from enum import Enum
 
 from instep.errors import BadInput
@@ -69,8 +71,20 @@ def device_initialised(probes: str | list[str] | None) -> bool:
 
 
 def _probe(probe: str) -> bool:
-    if "." not in probe:
+    target = resolve_probe(probe)
+    if target is None:
         return False
+    try:
+        return bool(target())
+    except Exception:
+        return False
+
+
+def resolve_probe(probe: str) -> Callable[[], object] | None:
+    """The callable a dotted probe names, looked up in modules already imported (instep's
+    own are imported); ``None`` when it cannot be found."""
+    if "." not in probe:
+        return None
     module_name, _, attr = probe.rpartition(".")
     if module_name.startswith("instep.") and module_name not in sys.modules:
         with contextlib.suppress(ImportError):
@@ -86,10 +100,10 @@ def _probe(probe: str) -> bool:
         try:
             for name in [*parts[cut:], attr]:
                 target = getattr(target, name)
-            return bool(target())  # type: ignore[operator]
         except Exception:
-            return False
-    return False
+            return None
+        return target if callable(target) else None
+    return None
 
 
 class ImportWatch:

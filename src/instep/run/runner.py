@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from instep.doctor.version_matrix import read_version_matrix
-from instep.errors import BadInput, InstepError, MissingDependency
+from instep.errors import BadInput, InstepError, MissingDependency, MissingInput
 from instep.inductor_cache import CACHE_VARIABLES, cache_state, inductor_cache
 from instep.outcome import FAILING, MANIFESTATIONS
 from instep.profiles import Profile
+from instep.run.balancing import longest_first, standbys_per_host
 from instep.run.exception_chain import module_from_path
 from instep.run.host_protocol import last_error_line
 from instep.run.process_model import choose as choose_model
@@ -86,6 +87,7 @@ class RunOptions:
     max_tasks: int | None = None  # Ray tasks in flight at most [twice the resource's units]
     process_model: str | None = None  # None: the profile's [runtime] fork decides
     device_class: str | None = None  # only cases of test classes made for this device
+    standbys: int | None = None  # prepared case processes per host [balancing.standbys_per_host]
     #: ``instep run --impact``: the report and, per test file, the units that chose it
     impact: dict[str, Any] | None = None
 
@@ -186,12 +188,34 @@ def _host_config(profile: Profile, settings: dict[str, Any], opts: RunOptions) -
         model=settings.get("process_model", "shared"),
         device_probe=list(profile.runtime.initialized),
         rootdir=settings.get("rootdir"),
+        standbys=(
+            standbys_per_host(settings["isolate"], settings["process_model"], opts.workers)
+            if opts.standbys is None
+            else max(0, opts.standbys)
+        ),
+        fatal_errors=list(profile.runtime.fatal_errors),
+        device_healthy=list(profile.runtime.healthy),
     )
+
+
+def check_paths(paths: list[str], cwd: Path, pytest_args: list[str]) -> None:
+    """Every path (a node id's file part) exists, before any store or worker is made:
+    pytest would say so only after the hosts imported torch, as a collection error."""
+    if "--pyargs" in pytest_args:  # module names, not paths: pytest resolves them
+        return
+    for path in paths:
+        file = path.split("::", 1)[0]
+        if not (cwd / file).exists():
+            raise MissingInput(
+                f"instep run: {path}: no such file or directory (expected a test file, a"
+                " directory or a node id such as tests/test_x.py::TestX::test_y)"
+            )
 
 
 def _settings(profile: Profile, opts: RunOptions) -> dict[str, Any]:
     if not opts.paths:
         raise BadInput("instep run: give test paths, node ids, or --tier NAME from the config")
+    check_paths(list(opts.paths), opts.cwd or Path.cwd(), list(opts.pytest_args))
     preimport = default_preimport(profile) if opts.preimport is None else list(opts.preimport)
     return {
         "paths": list(opts.paths),
@@ -224,6 +248,8 @@ def _make_pool(
 
     # every node runs from the driver's directory; preimports are checked by each node's host
     config.cwd = Path(settings["cwd"])
+    if opts.standbys is None:  # a node's CPUs are not the driver's: one standby for case
+        config.standbys = min(config.standbys, 1 if settings["isolate"] == "case" else 0)
     pool = RayPool(
         config,
         address=opts.address,
@@ -389,7 +415,7 @@ def _execute(
         with pool:
             planned = resume is not None
             if planned:
-                todo = _resume_items(plan, attempts)
+                todo = _balanced(store, _resume_items(plan, attempts))
                 reporter.plan_ready(len(plan), len(plan) - len(todo))
                 pool.submit(todo)
             for event in pool.events():
@@ -403,7 +429,9 @@ def _execute(
                         store.update_run(run.id, settings=settings)
                     plan = _make_plan(store, run, opts, collection, classifier)
                     files = {n: f for n, f, _ in plan}
-                    todo = [WorkItem(n, f, t) for n, f, t in plan if n not in attempts]
+                    todo = _balanced(
+                        store, [WorkItem(n, f, t) for n, f, t in plan if n not in attempts]
+                    )
                     reporter.plan_ready(len(plan) + len(collection.errors), 0)
                     for error in collection.errors:
                         message = last_error_line(error["longrepr"])
@@ -508,6 +536,18 @@ def _make_plan(
         store.record_outcome(run.id, error["nodeid"], error["nodeid"].split("::", 1)[0], data)
     errored = {e["nodeid"] for e in collection.errors}
     return [p for p in plan if p[0] not in errored]
+
+
+def _balanced(store: Store, items: list[WorkItem]) -> list[WorkItem]:
+    """``items`` longest first by the store's durations, each with its estimate
+    (:mod:`instep.run.balancing`); in their order when none ran before."""
+    by_id = {i.nodeid: i for i in items}
+    durations = store.durations(list(by_id)) if items else {}
+    ordered = []
+    for nodeid, _, estimate in longest_first([(i.nodeid, i.file) for i in items], durations):
+        by_id[nodeid].estimate = estimate
+        ordered.append(by_id[nodeid])
+    return ordered
 
 
 def select_device_class(cases: list[CollectedCase], device: str | None) -> list[CollectedCase]:

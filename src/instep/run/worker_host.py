@@ -11,9 +11,13 @@ under ``shared`` it starts a pytest session over the run's paths, collects once 
 reports the node ids, and its case processes inherit the collected items; under ``fork``
 and ``spawn`` it never imports a test module: its first case process collects the whole
 run and reports it (then serves cases of any file), later ones collect the file they
-run, and the host imports, in a thread joined before the next fork, what that collection
-found it could import without touching the device. With ``--isolate worker`` one case
-process serves chunk after chunk until a case fails.
+run, and the host imports, in its main thread between events and before its next fork,
+what that collection found it could import without touching the device (Inductor's
+compile entry point too, when the tests imported Dynamo). It then keeps ``standbys``
+case processes prepared beside the active one (:class:`HostSession`), so that the next
+process it needs has already imported its test file. With ``--isolate worker`` one case
+process serves chunk after chunk until the reuse rule retires it
+(:mod:`instep.run.reuse_rule`).
 
 A death by a signal, an ``os._exit``, a time-out (faulthandler dump, then SIGKILL of the
 case process's group) or memory exhaustion (``RLIMIT_AS`` in the case process) becomes a
@@ -27,12 +31,15 @@ import contextlib
 import gc
 import importlib
 import json
+import mmap
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 import traceback
+from collections import deque
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
@@ -42,6 +49,7 @@ import pytest
 from instep.run.case_process import (
     COLLECT_RUN,
     ENV_CASE_FDS,
+    PREPARE,
     STAGES_FILE,
     CollectingPlugin,
     ServeContext,
@@ -64,10 +72,23 @@ WARM_AFTER_DYNAMO = ("torch._inductor.compile_fx",)
 #: How long a case process that collects for itself may take before its first case starts
 #: (importing an upstream test module and its OpInfo database takes seconds, not minutes).
 COLLECT_LIMIT_S = 600.0
+#: Standbys that died before serving (a broken import, memory): the host prepares no more.
+MAX_STANDBY_DEATHS = 3
 
 
 class HostSession(CollectingPlugin):
-    """The host's state; under ``shared`` also its pytest plugin (collect, then serve)."""
+    """The host's state and its event loop; under ``shared`` also its pytest plugin
+    (collect, then serve).
+
+    One case process is *active* (it runs the current chunk); under ``fork`` and
+    ``spawn`` up to ``standbys`` more are *prepared* beside it: forked (or spawned) from
+    the host, they import and collect the file of the host's last chunk while the active
+    one runs cases, then wait. The next case process the host needs (``--isolate case``:
+    for every case; ``worker``: when the reuse rule retires one) is a prepared standby of
+    that file when there is one. Between events the host does its background work one
+    step at a time: the device-free imports the first collection found (before its next
+    fork, so every later case process inherits them), then forking standbys.
+    """
 
     def __init__(self, runner_in: Connection, runner_out: Connection, settings: dict[str, Any]):
         super().__init__()
@@ -80,9 +101,25 @@ class HostSession(CollectingPlugin):
         self.recorder = self.ctx.recorder
         self.collected_sent = False
         self.items: dict[str, Any] | None = None  # collected here (``shared`` only)
-        self.child: _Child | None = None
+        self.active: _Child | None = None  # the case process running the current chunk
+        self.standbys: list[_Child] = []  # prepared (or preparing) for ``affinity``
+        self.want_standbys = int(settings.get("standbys") or 0)
+        self.standby_deaths = 0  # standbys that died before serving: stop after a few
+        self.affinity: str | None = None  # the file of the last chunk: what standbys collect
+        self.left = 0  # cases the runner may still send after the current chunk (a share)
+        self.collected_once = False  # the first collection was passed on (or not needed)
         self.pending_warm: list[str] = []  # imported before the next fork
+        self.warm_eagerly = False  # in background steps (standbys or --isolate case)
         self.warm_note: dict[str, Any] | None = None
+        self.warm_done: list[str] = []
+        self.warm_failed: list[str] = []
+        self.warm_s = 0.0
+        self.child_seq = 0
+        # the chunk in progress: cases not yet reported, the one running, its start
+        self.chunk: deque[dict[str, Any]] = deque()
+        self.chunk_open = False
+        self.current: dict[str, Any] | None = None
+        self.started = 0.0
 
     # -- collection (``shared``, and ``--collect-only``) --------------------------------
 
@@ -97,6 +134,7 @@ class HostSession(CollectingPlugin):
             }
         )
         self.collected_sent = True
+        self.collected_once = True
         if not self.settings.get("collect_only"):
             self._warm_compiler()
             gc.freeze()  # forked children do not copy pages just to run the collector
@@ -107,62 +145,174 @@ class HostSession(CollectingPlugin):
         if "torch._dynamo" in sys.modules:
             warm_imports(list(WARM_AFTER_DYNAMO))
 
-    def current_phase(self) -> str | None:
-        return read_phase(self.ctx.board)
-
-    # -- serving ---------------------------------------------------------------------------
+    # -- the event loop ------------------------------------------------------------------
 
     def serve(self) -> None:
-        while True:
-            waiting_for = [self.runner_in]
-            collecting = self.child is not None and not self.child.collected
-            if collecting:
-                waiting_for += [self.child.events, self.child.sentinel]
-            ready = wait(waiting_for)
-            if collecting and self.runner_in not in ready:
-                if not self._first_collection():
-                    break
-                continue
+        """Serve the runner until it says stop or goes away."""
+        try:
+            while self._step():
+                pass
+        finally:
+            for child in [self.active, *self.standbys]:
+                if child is not None:
+                    child.kill()
+                    self._drop(child)
+            self.active = None
+            self.standbys = []
+
+    def _step(self) -> bool:
+        """Wait for the next event (or the current case's time limit) and handle it;
+        with nothing to handle, do one step of background work. ``False``: stop."""
+        conns: list[Any] = [self.runner_in]
+        active = self.active
+        if active is not None:
+            conns += [active.events, active.sentinel]
+        for standby in self.standbys:
+            conns += [standby.events, standby.sentinel]
+        background = self._background_due()
+        ready = wait(conns, 0.0 if background else self._until_time_limit())
+        if self.runner_in in ready:
             try:
                 msg = self.runner_in.recv()
             except (EOFError, OSError):
-                break
+                return False
             if msg["type"] == "stop":
-                break
+                return False
             if msg["type"] == "run":
                 if msg.get("rootdir"):  # where the collecting process found the node ids' root
                     self.settings["rootdir"] = msg["rootdir"]
-                if not self.run_chunk(msg["cases"]):
-                    break
-        if self.child is not None:
-            self.child.kill()
+                self.left = int(msg.get("left", 0))
+                self._begin_chunk(msg["cases"])
+        for standby in list(self.standbys):
+            if standby.events in ready or standby.sentinel in ready:
+                self._standby_spoke(standby)
+        spoke = active is not None and (active.events in ready or active.sentinel in ready)
+        if spoke and active is self.active and not self._active_spoke(active):
+            return False
+        self._check_time_limit()
+        if not ready and background:
+            self._background_step()
+        return True
+
+    def _until_time_limit(self) -> float | None:
+        if not self.chunk_open or self.active is None or not self.chunk:
+            return None
+        case = self.current or self.chunk[0]
+        limit = case.get("timeout") or self.settings["timeout"]
+        return max(0.0, limit - (time.monotonic() - self.started))
+
+    # -- chunks ----------------------------------------------------------------------------
+
+    def _begin_chunk(self, cases: list[dict[str, Any]]) -> None:
+        self.chunk = deque(cases)
+        self.chunk_open = True
+        self.current = None
+        if cases:
+            self.affinity = _file_of(cases[0])
+        self._feed()
+        self._trim_standbys()
+
+    def _feed(self) -> None:
+        """Hand what is left of the chunk to a case process able to run it."""
+        if not self.chunk:
+            self._finish_chunk()
+            return
+        file = _file_of(self.chunk[0])
+        child = self.active
+        if self.items is None and child is not None and child.file not in (None, file):
+            child.stop()  # it imported another test file: the next one starts fresh
+            self._drop(child)
+            self.active = child = None
+        if child is None:
+            child = self._take_standby(file) or self._new_child(file)
+            self.active = child
+        child.send([(c["nodeid"], c.get("env")) for c in self.chunk])
+        self.started = time.monotonic()
+        if not child.collected:
+            self.started += COLLECT_LIMIT_S  # its first case waits for it to collect
+
+    def _finish_chunk(self) -> None:
+        if self.chunk_open:
+            self.chunk_open = False
+            self.current = None
+            self.runner_out.send({"type": "done", "affinity": self.affinity})
+
+    def _active_spoke(self, child: _Child) -> bool:
+        """The active case process sent an event, or died; ``False``: stop serving."""
+        event = None
+        with contextlib.suppress(EOFError, OSError):
+            if child.events.poll():
+                event = child.events.recv()
+        if event is not None:
+            kind = event["type"]
+            if kind == "collected":
+                self._on_collected(event)
+            elif kind == "prepared":
+                child.collected = True
+            elif kind == "start" and self.chunk:
+                child.collected = True
+                self.current = self.chunk[0]
+                self.started = child.case_started = time.monotonic()
+                self.runner_out.send({"type": "start", "nodeid": self.current["nodeid"]})
+            elif kind == "outcome" and self.chunk:
+                data = event["data"]
+                data["pid"] = child.pid
+                nodeid = self.chunk.popleft()["nodeid"]
+                self.runner_out.send({"type": "outcome", "nodeid": nodeid, "data": data})
+                self.current = None
+            elif kind == "retire":
+                child.reap(block=True)
+                self._drop(child)
+                self.active = None
+                if self.chunk_open:
+                    self._feed()
+            elif kind == "idle":
+                self._finish_chunk()
+            return True
+        # it died without retiring
+        status = child.reap(block=True)
+        self.active = None
+        if not self.collected_once and child.file is None:  # the first collection failed
+            tail = _tails(child.dir)["stderr_tail"]
+            self._drop(child)
+            self.runner_out.send(
+                {"type": "collect_failed", "exit_code": status, "log": tail or "no output"}
+            )
+            return False
+        if self.chunk_open and self.chunk:
+            case = self.current or self.chunk.popleft()
+            if case is self.current:
+                self.chunk.popleft()
+            self._send_crash(case, status, read_phase(child.board), child)
+            self.current = None
+            self._drop(child)
+            self._feed()
+        else:
+            self._drop(child)
+            self._finish_chunk()
+        return True
+
+    def _check_time_limit(self) -> None:
+        remaining = self._until_time_limit()
+        if remaining is None or remaining > 0 or self.active is None:
+            return
+        child = self.active
+        case = self.current or self.chunk[0]
+        limit = case.get("timeout") or self.settings["timeout"]
+        self._send_timeout(case, limit, read_phase(child.board), child)
+        self.chunk.popleft()
+        self.current = None
+        self._drop(child)
+        self.active = None
+        self._feed()
 
     # -- the first case process collects the whole run (``fork``, ``spawn``) -------------
 
     def start_first_child(self) -> None:
         """Fork (or spawn) a case process that collects every path of the run, as an
         xdist worker does, reports the cases, and then serves any of them."""
-        self.child = self._new_child(None)
-        self.child.requests.send(COLLECT_RUN)
-
-    def _first_collection(self) -> bool:
-        """The collecting case process spoke or died; ``False`` when it died."""
-        child = self.child
-        assert child is not None
-        event = None
-        with contextlib.suppress(EOFError, OSError):
-            if child.events.poll():
-                event = child.events.recv()
-        if event is not None and event.get("type") == "collected":
-            self._on_collected(event)
-            return True
-        status = child.reap(block=True)
-        self.child = None
-        tail = self._tails()["stderr_tail"]
-        self.runner_out.send(
-            {"type": "collect_failed", "exit_code": status, "log": tail or "no output"}
-        )
-        return False
+        self.active = self._new_child(None)
+        self.active.requests.send(COLLECT_RUN)
 
     def _on_collected(self, event: dict[str, Any]) -> None:
         """Pass the first case process's collection on, and keep what the tests import
@@ -170,96 +320,108 @@ class HostSession(CollectingPlugin):
 
         Not in a thread while the case process runs: a module-level ``threading.local``
         (``torch.testing``'s precision) set at import belongs to the importing thread, and
-        a process forked from the main thread would not see it."""
-        assert self.child is not None
-        self.child.collected = True
+        a process forked from the main thread would not see it. One module per background
+        step instead, between events."""
+        assert self.active is not None
+        self.active.collected = True
+        self.collected_once = True
         self.settings["rootdir"] = event.get("rootdir")
         self.runner_out.send(event)
-        self.pending_warm = list(event.get("warm") or [])
+        if self.model is ProcessModel.FORK:
+            warm = list(event.get("warm") or [])
+            if event.get("dynamo"):
+                warm += [m for m in WARM_AFTER_DYNAMO if m not in warm]
+            self.pending_warm = [m for m in warm if m not in sys.modules]
+        self.warm_eagerly = self.want_standbys > 0 or self.settings["isolate"] == "case"
 
-    def run_chunk(self, cases: list[dict[str, Any]]) -> bool:
-        """Run ``cases`` in order; ``False`` when the runner went away."""
-        pending = list(cases)
-        file = pending[0]["nodeid"].split("::", 1)[0] if pending else ""
-        child_file = self.child.file if self.child is not None else None
-        if self.items is None and child_file is not None and child_file != file:
-            self.child.stop()  # it imported another test file: the next one starts fresh
-            self.child = None
-        while pending:
-            if self.child is None:
-                self.child = self._new_child(file)
-            child = self.child
-            child.send([(c["nodeid"], c.get("env")) for c in pending])
-            current: dict[str, Any] | None = None
-            started = time.monotonic()
-            if not child.collected:
-                started += COLLECT_LIMIT_S  # its first case waits for it to collect
-            while True:
-                if current is None and not pending:
-                    self._end_of_chunk(child)
-                    break
-                case = current or pending[0]
-                limit = case.get("timeout") or self.settings["timeout"]
-                remaining = limit - (time.monotonic() - started)
-                ready = wait([child.events, child.sentinel, self.runner_in], max(0.0, remaining))
-                if self.runner_in in ready and not _runner_wants_more(self.runner_in):
-                    child.kill()
-                    self.child = None
-                    return False
-                if child.events in ready:
-                    try:
-                        event = child.events.recv()
-                    except (EOFError, OSError):
-                        event = None
-                    if event is not None:
-                        kind = event["type"]
-                        if kind == "collected":
-                            self._on_collected(event)
-                            continue
-                        if kind == "start":
-                            child.collected = True
-                            current = pending[0]
-                            started = child.case_started = time.monotonic()
-                            self.runner_out.send({"type": "start", "nodeid": current["nodeid"]})
-                        elif kind == "outcome":
-                            data = event["data"]
-                            data["pid"] = child.pid
-                            self.runner_out.send(
-                                {"type": "outcome", "nodeid": pending[0]["nodeid"], "data": data}
-                            )
-                            pending.pop(0)
-                            current = None
-                        elif kind == "retire":
-                            child.reap(block=True)
-                            self.child = None
-                            break
-                        elif kind == "idle":
-                            break
-                        continue
-                if child.sentinel in ready or (child.events in ready):
-                    # the child died without retiring: the case in flight crashed
-                    status = child.reap(block=True)
-                    self.child = None
-                    self._send_crash(case, status, self.current_phase(), child)
-                    pending.pop(0)
-                    break
-                if not ready:
-                    self._send_timeout(case, limit, self.current_phase(), child)
-                    self.child = None
-                    pending.pop(0)
-                    break
-        self.runner_out.send({"type": "done"})
-        return True
+    # -- standbys and background work -------------------------------------------------------
+
+    def _background_due(self) -> bool:
+        if self.pending_warm:
+            return self.warm_eagerly
+        return self._standby_wanted()
+
+    def _background_step(self) -> None:
+        if self.pending_warm:
+            self._warm_one()
+        elif self._standby_wanted():
+            assert self.affinity is not None
+            self.standbys.append(self._new_child(self.affinity, standby=True))
+
+    def _standby_wanted(self) -> bool:
+        if self.model is ProcessModel.SHARED or not self.collected_once or not self.affinity:
+            return False
+        stale = [s for s in self.standbys if s.file != self.affinity]
+        for standby in stale:  # prepared for a file the host no longer runs
+            standby.kill()
+            self._drop(standby)
+            self.standbys.remove(standby)
+        if (
+            len(self.standbys) >= self._standbys_needed()
+            or self.standby_deaths >= MAX_STANDBY_DEATHS
+        ):
+            return False
+        return _memory_allows([c for c in [self.active, *self.standbys] if c is not None])
+
+    def _standbys_needed(self) -> int:
+        """``standbys``, but no more than the cases that may still need a fresh process:
+        those after the one running in this chunk, and this host's share of the queue."""
+        later = max(0, len(self.chunk) - 1) + self.left
+        return min(self.want_standbys, later)
+
+    def _trim_standbys(self) -> None:
+        """Stop the standbys no case will need, those still preparing first."""
+        surplus = len(self.standbys) - self._standbys_needed()
+        for standby in sorted(self.standbys, key=lambda s: s.collected)[: max(0, surplus)]:
+            standby.kill()
+            self._drop(standby)
+            self.standbys.remove(standby)
+
+    def _take_standby(self, file: str) -> _Child | None:
+        """The standby prepared for ``file`` that is furthest along, taken out of the list."""
+        mine = [s for s in self.standbys if s.file == file]
+        if not mine:
+            return None
+        chosen = next((s for s in mine if s.collected), mine[0])
+        self.standbys.remove(chosen)
+        return chosen
+
+    def _standby_spoke(self, standby: _Child) -> None:
+        event = None
+        with contextlib.suppress(EOFError, OSError):
+            if standby.events.poll():
+                event = standby.events.recv()
+        if event is not None:
+            if event.get("type") == "prepared":
+                standby.collected = True
+            return
+        standby.reap(block=True)  # died while preparing or waiting: not used
+        self.standby_deaths += 1
+        self._drop(standby)
+        self.standbys.remove(standby)
+
+    def _warm_one(self) -> None:
+        """Import the next device-free module the tests use (one step of the warm-up)."""
+        name = self.pending_warm.pop(0)
+        started = time.monotonic()
+        (self.warm_failed if warm_imports([name]) else self.warm_done).append(name)
+        self.warm_s += time.monotonic() - started
+        if not self.pending_warm:
+            self._warm_finished()
 
     def warm(self, modules: list[str]) -> None:
-        """Import what the test modules import and their collection found device-free;
-        the note saying so waits in ``warm_note``."""
+        """Import all of ``modules`` now (a host started later, before its first fork)."""
         if self.model is not ProcessModel.FORK or not modules:
             return
-        started = time.monotonic()
-        failed = warm_imports(modules)
-        took = time.monotonic() - started
-        note = f"imported {len(modules) - len(failed)} modules the tests use in {took:.1f} s"
+        self.pending_warm = [m for m in modules if m not in sys.modules]
+        while self.pending_warm:
+            self._warm_one()
+
+    def _warm_finished(self) -> None:
+        """The note saying what the warm-up imported; a device it initialised turns the host
+        to ``spawn``. Frozen for the children to share."""
+        done = len(self.warm_done)
+        note = f"imported {done} modules the tests use in {self.warm_s:.1f} s"
         warning = device_initialised(self.settings.get("device_probe"))
         if warning:
             self.model = ProcessModel.SPAWN
@@ -267,47 +429,45 @@ class HostSession(CollectingPlugin):
                 f", and that initialised the device ({self.settings.get('device_probe')}() is"
                 " true): case processes are spawned, not forked"
             )
-        self.warm_note = {"type": "note", "message": note, "warning": warning}
+        gc.freeze()
+        self.runner_out.send({"type": "note", "message": note, "warning": warning})
 
-    def _send_warm_note(self) -> None:
-        if self.warm_note is not None:
-            self.runner_out.send(self.warm_note)
-            self.warm_note = None
-
-    def _new_child(self, file: str | None) -> _Child:
-        if self.pending_warm:
-            self.warm(self.pending_warm)
-            self.pending_warm = []
-            gc.freeze()
-            self._send_warm_note()
+    def _new_child(self, file: str | None, standby: bool = False) -> _Child:
+        while self.pending_warm:  # every fork from here on inherits them
+            self._warm_one()
+        if self.items is not None:  # ``shared``: one at a time, in the host's directory
+            directory, board = self.workdir, self.ctx.board
+        else:
+            self.child_seq += 1
+            directory = self.workdir / f"c{self.child_seq}"
+            directory.mkdir()
+            board = open_phase_board(directory, create=True)
         if self.model is ProcessModel.SPAWN:
-            return _Child.spawn(self, file)
-        return _Child.fork(self, file)
+            child = _Child.spawn(self, file, directory, board)
+        else:
+            child = _Child.fork(self, file, directory, board)
+        if standby:
+            child.requests.send({PREPARE: file})
+        return child
 
-    def _end_of_chunk(self, child: _Child) -> None:
-        """After the chunk's last outcome the child says 'idle' (kept) or 'retire' (gone)."""
-        ready = wait([child.events, child.sentinel], 30.0)
-        if child.events in ready:
-            try:
-                event = child.events.recv()
-            except (EOFError, OSError):
-                event = {"type": "died"}
-            if event["type"] == "idle":
-                return
-            if event["type"] == "retire":
-                child.reap(block=True)
-                self.child = None
-                return
-        child.kill()  # it died, or said nothing: the next chunk gets a fresh one
-        self.child = None
+    def _drop(self, child: _Child) -> None:
+        """Forget a reaped case process: its board and directory (unless the host's)."""
+        if child.dir != self.workdir:
+            with contextlib.suppress(Exception):
+                child.board.close()
+            shutil.rmtree(child.dir, ignore_errors=True)
 
-    def _tails(self) -> dict[str, Any]:
-        out, out_size = read_tail(self.workdir / "stdout.txt")
-        err, err_size = read_tail(self.workdir / "stderr.txt")
-        return {"stdout_tail": out, "stderr_tail": err, "sizes": (out_size, err_size)}
+    def close_inherited(self) -> None:
+        """In a forked case process: close the host's ends of the other case processes'
+        pipes, so that a sibling sees its requests end when the host closes them."""
+        for child in [self.active, *self.standbys]:
+            if child is not None:
+                child.close_fds()
+
+    # -- outcomes the host writes itself ---------------------------------------------------
 
     def _send_crash(self, case: dict[str, Any], status: int, phase: str | None, child) -> None:  # type: ignore[no-untyped-def]
-        tails = self._tails()
+        tails = _tails(child.dir)
         evidence: dict[str, Any] = {"output_bytes": tails.pop("sizes")}
         if os.WIFSIGNALED(status):
             sig = signal_name(os.WTERMSIG(status))
@@ -340,10 +500,10 @@ class HostSession(CollectingPlugin):
 
     def _send_timeout(self, case: dict[str, Any], limit: float, phase: str | None, child) -> None:  # type: ignore[no-untyped-def]
         child.dump_and_kill()
-        tails = self._tails()
+        tails = _tails(child.dir)
         evidence = {"output_bytes": tails.pop("sizes"), "timeout_s": limit}
         stage = phase
-        compiling = _compile_in_progress(self.workdir / STAGES_FILE)
+        compiling = _compile_in_progress(child.dir / STAGES_FILE)
         if compiling:
             stage = compiling.get("stage") or phase
             evidence["pytest_phase"] = phase
@@ -376,6 +536,65 @@ class HostSession(CollectingPlugin):
         )
 
 
+def _file_of(case: dict[str, Any]) -> str:
+    return str(case["nodeid"]).split("::", 1)[0]
+
+
+def _tails(directory: Path) -> dict[str, Any]:
+    out, out_size = read_tail(directory / "stdout.txt")
+    err, err_size = read_tail(directory / "stderr.txt")
+    return {"stdout_tail": out, "stderr_tail": err, "sizes": (out_size, err_size)}
+
+
+#: Memory a host leaves free when it decides whether to prepare one more standby.
+STANDBY_RESERVE_MB = 1024
+
+
+def _memory_allows(children: list[_Child]) -> bool:
+    """Whether one more standby fits: twice the largest private memory of this host's
+    case processes, plus a reserve, is still available (Linux's ``MemAvailable``); where
+    it cannot be read, yes."""
+    available = _meminfo_mb("MemAvailable")
+    if available is None:
+        return True
+    largest = max((_private_mb(c.pid) for c in children), default=0.0)
+    return available > STANDBY_RESERVE_MB + 2 * largest
+
+
+def _meminfo_mb(key: str) -> float | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _private_mb(pid: int) -> float:
+    """Memory a process does not share with its host (private pages), in MiB; its whole
+    resident size where the kernel does not say."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as fh:
+            kib = sum(
+                int(ln.split()[1])
+                for ln in fh
+                if ln.startswith(("Private_Clean:", "Private_Dirty:"))
+            )
+        return kib / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0.0
+
+
 def _compile_in_progress(path: Path) -> dict[str, Any] | None:
     """The innermost compile that was running at the last snapshot, if any."""
     try:
@@ -392,17 +611,8 @@ def _dump_chain(kind: str, message: str, stderr_tail: str) -> list[dict[str, Any
     return [{"type": kind, "message": message, "relation": None, "frames": frames}]
 
 
-def _runner_wants_more(conn: Connection) -> bool:
-    """The runner wrote while a chunk runs: only a 'stop' or a closed pipe do that."""
-    try:
-        msg = conn.recv()
-    except (EOFError, OSError):
-        return False
-    return msg.get("type") != "stop"
-
-
 class _Child:
-    """One case process and the host's end of its pipes."""
+    """One case process, the host's end of its pipes, its directory and phase board."""
 
     def __init__(
         self,
@@ -411,12 +621,16 @@ class _Child:
         events: Connection,
         file: str | None,
         collected: bool,
+        directory: Path,
+        board: mmap.mmap,
     ) -> None:
         self.pid = pid
         self.requests = requests
         self.events = events
         self.file = file  # the test file it collected (``fork``/``spawn``; None: all)
-        self.collected = collected  # False until its first case starts
+        self.collected = collected  # False until it has collected (said so, or started)
+        self.dir = directory  # its output files and stage snapshots
+        self.board = board  # the pytest phase it is in
         self.case_started = time.monotonic()
         self._pidfd: int | None = None
         with contextlib.suppress(AttributeError, OSError):
@@ -429,7 +643,7 @@ class _Child:
         return self._pidfd if self._pidfd is not None else self.events
 
     @classmethod
-    def fork(cls, host: HostSession, file: str | None) -> _Child:
+    def fork(cls, host: HostSession, file: str | None, directory: Path, board: mmap.mmap) -> _Child:
         req_r, req_w = os.pipe()
         ev_r, ev_w = os.pipe()
         sys.stdout.flush()
@@ -442,8 +656,12 @@ class _Child:
             try:
                 host.runner_in.close()
                 host.runner_out.close()
+                host.close_inherited()
+                ctx = host.ctx
+                if host.items is None:  # it collects for itself, in its own directory
+                    ctx = ServeContext({**host.settings, "workdir": str(directory)}, board)
                 case_main(
-                    host.ctx,
+                    ctx,
                     Connection(req_r, writable=False),
                     Connection(ev_w, readable=False),
                     host.items,
@@ -457,16 +675,19 @@ class _Child:
         os.close(req_r)
         os.close(ev_w)
         requests = Connection(req_w, readable=False)
-        return cls(pid, requests, Connection(ev_r, writable=False), file, host.items is not None)
+        events = Connection(ev_r, writable=False)
+        return cls(pid, requests, events, file, host.items is not None, directory, board)
 
     @classmethod
-    def spawn(cls, host: HostSession, file: str | None) -> _Child:
+    def spawn(
+        cls, host: HostSession, file: str | None, directory: Path, board: mmap.mmap
+    ) -> _Child:
         """A fresh interpreter (``python -m instep.run.case_process``) for ``file``."""
         req_r, req_w = os.pipe()
         ev_r, ev_w = os.pipe()
         env = {**os.environ, ENV_CASE_FDS: f"{req_r},{ev_w}"}
         env.pop(ENV_FDS, None)
-        with open(host.workdir / "stderr.txt", "ab") as log_fh:  # what fails before capture
+        with open(directory / "stderr.txt", "ab") as log_fh:  # what fails before capture
             proc = subprocess.Popen(
                 [sys.executable, "-m", "instep.run.case_process"],
                 pass_fds=(req_r, ev_w),
@@ -478,16 +699,22 @@ class _Child:
             )
         os.close(req_r)
         os.close(ev_w)
+        requests = Connection(req_w, readable=False)
         child = cls(
-            proc.pid,
-            Connection(req_w, readable=False),
-            Connection(ev_r, writable=False),
-            file,
-            False,
+            proc.pid, requests, Connection(ev_r, writable=False), file, False, directory, board
         )
         child.proc = proc
-        child.requests.send(host.settings)
+        child.requests.send({**host.settings, "workdir": str(directory)})
         return child
+
+    def close_fds(self) -> None:
+        """Close this process's copies of the pipes (in a forked sibling)."""
+        for conn in (self.requests, self.events):
+            with contextlib.suppress(OSError):
+                conn.close()
+        if self._pidfd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._pidfd)
 
     def send(self, cases: list[tuple[str, dict[str, str] | None]]) -> None:
         """Ask the child to run ``(nodeid, env)`` cases (env: set for that case only)."""
@@ -587,8 +814,11 @@ def main() -> int:
     host = HostSession(runner_in, runner_out, settings)
     collects = host.model.hosts_collect or bool(settings.get("collect_only"))
     ready: dict[str, Any] = {"type": "ready", "pid": os.getpid(), "model": str(host.model)}
+    collect_first = bool(settings.get("collect_first")) and not collects
     if not collects:
-        if "torch" in sys.modules:  # no test module tells here whether it compiles
+        if "torch" in sys.modules and not collect_first:
+            # no collection will tell whether the tests compile: import it before forking
+            # (a host that collects first imports it after, only if the tests use Dynamo)
             warm_imports(list(WARM_AFTER_DYNAMO))
         if host.model is ProcessModel.FORK and device_initialised(settings.get("device_probe")):
             host.model = ProcessModel.SPAWN
@@ -601,11 +831,13 @@ def main() -> int:
     ready["import_s"] = round(time.monotonic() - started, 3)
     runner_out.send(ready)
     if not collects:
-        host.warm(settings.get("warm") or [])  # a replacement host: known already
-        host._send_warm_note()
         gc.freeze()  # forked case processes do not copy these pages
-        if settings.get("collect_first"):
+        if collect_first:
             host.start_first_child()
+        else:  # a host started later: what the first collection found is known already
+            host.collected_once = True
+            host.warm_eagerly = True
+            host.warm(settings.get("warm") or [])
         host.serve()
         return 0
     args = [*settings["paths"], *pytest_base_args(settings)]

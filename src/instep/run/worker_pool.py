@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import logging
+import math
 import os
 import shutil
 import signal
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 
 HOST_GRACE_S = 60.0
 MAX_HOST_FAILURES = 3
+MAX_CHUNK = 32  # cases a host is sent at once with --isolate worker
 #: Set in every fork server unless the user set them: keep device runtimes uninitialised
 #: in the server so forked cases may initialise them. torch.cuda.is_available() (which
 #: test modules call at import) otherwise calls cudaGetDeviceCount and poisons every fork
@@ -49,6 +51,8 @@ class WorkItem:
     attempt: int = 1
     #: set in the case's process for this case only (the backend ladder's rung)
     env: dict[str, str] | None = None
+    #: seconds it took last time (the store's durations), for chunk sizes; None: unknown
+    estimate: float | None = None
 
 
 @dataclass
@@ -77,6 +81,11 @@ class HostConfig:
     #: modules the first collection imported before the device was initialised: what a
     #: ``fork`` host started later imports before it forks (``ImportWatch``)
     warm: list[str] = field(default_factory=list)
+    #: prepared case processes each host keeps beside its active one (``fork``/``spawn``)
+    standbys: int = 0
+    #: the profile's ``[runtime] fatal_errors`` and ``healthy`` (``reuse_rule``)
+    fatal_errors: list[str] = field(default_factory=list)
+    device_healthy: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -142,9 +151,13 @@ class WorkerHost:
                 "device_probe": config.device_probe,
                 "rootdir": config.rootdir,
                 "warm": config.warm,
+                "standbys": config.standbys,
+                "fatal_errors": config.fatal_errors,
+                "device_healthy": config.device_healthy,
             }
         )
         self.state = "starting"  # -> ready -> idle <-> busy; dead
+        self.affinity: str | None = None  # the file its standbys are prepared for
         self.chunk: deque[WorkItem] = deque()
         self.current: WorkItem | None = None
         self.last_heard = time.monotonic()
@@ -152,7 +165,9 @@ class WorkerHost:
     def log_tail(self, limit: int = 8000) -> str:
         return read_tail(self.log_path, limit)[0]
 
-    def send_chunk(self, items: list[WorkItem], rootdir: str | None = None) -> None:
+    def send_chunk(self, items: list[WorkItem], rootdir: str | None = None, left: int = 0) -> None:
+        """Run ``items``; ``left``: how many cases may still come to this host after them
+        (its share of the queue), so that it prepares no standby nobody will use."""
         self.chunk = deque(items)
         self.current = None
         self.state = "busy"
@@ -162,6 +177,7 @@ class WorkerHost:
                 "type": "run",
                 "cases": [{"nodeid": i.nodeid, "timeout": i.timeout, "env": i.env} for i in items],
                 "rootdir": rootdir,
+                "left": left,
             }
         )
 
@@ -201,6 +217,85 @@ def enqueue(queue: deque[WorkItem], items: list[WorkItem], front: bool = False) 
         queue.extend(items)
 
 
+class WorkQueue:
+    """The cases waiting for a host, in order, kept per test file.
+
+    A host takes its next chunk from the file its standbys were prepared for when that
+    file still has cases (its ``affinity``), else from the file of the oldest case. A
+    chunk holds cases of one file: with durations known (``WorkItem.estimate``), as many
+    as make up a share of the estimated time left (``1 / (4 x hosts)``, so chunks shrink
+    towards the end and no host is left with a long tail), else a share of the count.
+    """
+
+    def __init__(self) -> None:
+        self._files: dict[str, deque[WorkItem]] = {}
+        self._order: deque[str] = deque()  # files, oldest first (a file may repeat)
+        self._count = 0
+        self._estimated = 0.0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __bool__(self) -> bool:
+        return self._count > 0
+
+    def __iter__(self) -> Iterator[WorkItem]:
+        seen: set[str] = set()
+        for file in self._order:
+            if file not in seen:
+                seen.add(file)
+                yield from self._files.get(file, ())
+
+    def clear(self) -> None:
+        self._files.clear()
+        self._order.clear()
+        self._count = 0
+        self._estimated = 0.0
+
+    def push(self, items: list[WorkItem], front: bool = False) -> None:
+        """Queue ``items`` in order, at the back, or at the front (work handed back)."""
+        for item in reversed(items) if front else items:
+            queue = self._files.setdefault(item.file, deque())
+            if front:
+                queue.appendleft(item)
+                self._order.appendleft(item.file)
+            else:
+                queue.append(item)
+                self._order.append(item.file)
+            self._count += 1
+            self._estimated += item.estimate or 0.0
+
+    def _oldest_file(self) -> str | None:
+        while self._order:
+            file = self._order[0]
+            if self._files.get(file):
+                return file
+            self._order.popleft()
+        return None
+
+    def pop_chunk(self, hosts: int, max_size: int, prefer: str | None = None) -> list[WorkItem]:
+        """The next chunk for a host whose standbys are prepared for ``prefer``."""
+        file = prefer if prefer and self._files.get(prefer) else self._oldest_file()
+        if file is None:
+            return []
+        queue = self._files[file]
+        share = max(1, hosts * 4)
+        timed = self._estimated > 0 and queue[0].estimate is not None
+        budget = self._estimated / share
+        size = max(1, min(max_size, self._count // share))
+        chunk: list[WorkItem] = []
+        spent = 0.0
+        while queue and len(chunk) < max_size:
+            item = queue[0]
+            if chunk and (spent + (item.estimate or 0.0) > budget if timed else len(chunk) >= size):
+                break
+            chunk.append(queue.popleft())
+            spent += item.estimate or 0.0
+        self._count -= len(chunk)
+        self._estimated = max(0.0, self._estimated - spent)
+        return chunk
+
+
 class WorkerPool:
     """``workers`` hosts sharing one queue of :class:`WorkItem`.
 
@@ -215,7 +310,7 @@ class WorkerPool:
         self.scratch = Path(tempfile.mkdtemp(prefix="instep-run-"))
         self.hosts: list[WorkerHost | None] = [None] * self.workers
         self.collect = collect
-        self.queue: deque[WorkItem] = deque()
+        self.queue = WorkQueue()
         self.failures = 0
         self.closed = False
         self.collected_once = False
@@ -245,27 +340,20 @@ class WorkerPool:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
     def submit(self, items: list[WorkItem], front: bool = False) -> None:
-        enqueue(self.queue, items, front)
+        self.queue.push(items, front)
 
     @property
     def busy(self) -> bool:
         return any(h is not None and h.state == "busy" for h in self.hosts)
 
-    def _chunk_size(self) -> int:
-        if self.config.isolate == "case":
-            return 1
-        return max(1, min(32, len(self.queue) // (self.workers * 4)))
-
     def _dispatch(self) -> None:
+        max_size = 1 if self.config.isolate == "case" else MAX_CHUNK
         for host in self.hosts:
             if host is None or host.state != "idle" or not self.queue:
                 continue
-            size = self._chunk_size()
-            first = self.queue.popleft()
-            chunk = [first]
-            while self.queue and len(chunk) < size and self.queue[0].file == first.file:
-                chunk.append(self.queue.popleft())
-            host.send_chunk(chunk, self.config.rootdir)
+            chunk = self.queue.pop_chunk(self.workers, max_size, prefer=host.affinity)
+            left = math.ceil(len(self.queue) / max(1, len(self._live())))
+            host.send_chunk(chunk, self.config.rootdir, left)
 
     def _live(self) -> list[WorkerHost]:
         return [h for h in self.hosts if h is not None and h.state != "dead"]
@@ -343,6 +431,7 @@ class WorkerPool:
             yield PoolEvent("outcome", host.index, host.device, item.nodeid, item, msg["data"])
         elif kind == "done":
             host.state = "idle"
+            host.affinity = msg.get("affinity")
             if host.chunk:  # the child retired after a failure: the rest goes back first
                 self.submit(list(host.chunk), front=True)
                 host.chunk.clear()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, OperationalError, ProgrammingError
+from sqlalchemy.exc import ArgumentError, DatabaseError, OperationalError, ProgrammingError
 
 from instep.errors import BadInput, require_module
 
@@ -65,10 +65,14 @@ def open_engine(target: str | Path) -> Engine:
     try:
         if current_revision(engine) != HEAD:
             upgrade(engine)
-    except OperationalError as exc:
+    except DatabaseError as exc:  # OperationalError too; "file is not a database" is neither
         engine.dispose()
         reason = str(exc.orig).splitlines()[0] if exc.orig else str(exc)
-        raise BadInput(f"--db {describe(target)}: cannot open the store: {reason}") from exc
+        expected = "a SQLite store" if engine.dialect.name == "sqlite" else "a reachable store"
+        shown = describe(target) if "://" in str(target) else str(target)  # no password shown
+        raise BadInput(
+            f"--db {shown}: cannot open the store: {reason} (expected {expected})"
+        ) from exc
     return engine
 
 
