@@ -27,6 +27,7 @@ from instep.impact.join.pass_api import JoinInputs, Snapshots
 from instep.impact.join.pass_runner import run_passes
 from instep.impact.join.probe_outcomes import ProbeOutcomes, stub_reader
 from instep.impact.join.registry import PASSES
+from instep.impact.join.route_conditions import RouteConditions
 from instep.impact.join.test_suggestions import (
     DownstreamOps,
     DownstreamTests,
@@ -316,6 +317,7 @@ class _Analysis:
             impact.tests = tests
             impacts.append(impact)
         self.timings["test_suggestions"] = round(spent, 3)
+        self.stats["op_routes_left_out"] = len(suggester.left_out)
         debt = self._compat_debt(down)
         # how many upstream test files the new side carries (0 for a wheel): the report
         # says why suggested_tests is empty and how to get suggestions
@@ -356,11 +358,13 @@ class _Analysis:
         operators, read once (test_suggestions). Not a join pass: it reads the verdicts
         (only a Test or Shim coupling's change gets a test)."""
         new = self.up.new
+        reach = OpReach(new.paths(), self.up.new_index)
         return TestSuggester(
             read_index(new.paths(), new.read),
-            OpReach(new.paths(), self.up.new_index),
+            reach,
             getattr(self, "down_tests", None),
             ops=DownstreamOps.from_references(down.references()),
+            conditions=RouteConditions(new.read, reach.index, new.paths()),
         )
 
     def _refusals(self, down) -> list[dict]:

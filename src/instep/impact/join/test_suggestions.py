@@ -10,7 +10,9 @@ The rules, most specific first (docs/impact.md, "Suggested tests"):
   cases (with gradients for a ``*_backward`` operator: ``opinfo:cdist:grad``);
 - ``op.reaches``: the new upstream's lowerings, decompositions or meta impls of some
   operators call the changed def (``upstream/op_reach.py``, the chain as evidence): the
-  OpInfo cases of the nearest of them;
+  OpInfo cases of the nearest of them whose route may run on the backend (not an operator
+  it runs eagerly, not a route whose call lies only under a branch the backend never takes:
+  ``route_conditions.py``);
 - ``stage.case``: a member of a scheduler, kernel-codegen, wrapper or autotuner class that
   every compile of a stage runs (``data/builtin_cases.toml``): the smallest built-in case
   that runs it (``instep:smoke/test_l1_smoke.py::test_smoke[pointwise]``);
@@ -29,12 +31,13 @@ from __future__ import annotations
 
 import shlex
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from instep.impact.join.route_conditions import RouteConditions
 from instep.impact.model import (
     Action,
     Coupling,
@@ -180,12 +183,15 @@ class TestSuggester:
         downstream: DownstreamTests | None = None,
         cases: tuple[BuiltinCase, ...] | None = None,
         ops: DownstreamOps | None = None,
+        conditions: RouteConditions | None = None,
     ) -> None:
         self.opinfos = opinfos
         self.reach = reach
         self.downstream = downstream
         self.cases = builtin_cases() if cases is None else cases
         self.ops = ops or DownstreamOps()
+        self.conditions = conditions  # routes that never reach their change on the backend
+        self.left_out: dict[str, str] = {}  # route text -> why it never runs on the backend
         self._memo: dict[str, list[SuggestedTest]] = {}
         self._reached: set[str] = set()  # symbols some operator's route reaches
 
@@ -250,16 +256,26 @@ class TestSuggester:
             return []
         if reach.routes:
             self._reached.add(change.ref)  # some operator reaches it: no stage case
-        found = []
-        for route in sorted(reach.routes, key=self._nearest):
+        return self._opinfo_tests(change, self._routes_that_run(reach.routes))
+
+    def _routes_that_run(self, routes: Iterable[OpRoute]) -> Iterator[tuple[str, str, str]]:
+        """(operator, rule, evidence) of the routes that may run the change on the
+        backend, nearest first; read one at a time, as far as the tests need them. Left
+        out: an operator the backend runs eagerly, and a route with a call only under a
+        branch it never takes there (``route_conditions``)."""
+        for route in sorted(routes, key=self._nearest):
             if not route.op.startswith("aten."):
                 continue
             op = route.op.split(".")[1]
             if route.depth and op in self.ops.fallback:
                 continue  # the backend runs it eagerly: upstream's route never runs there
-            rule = "op.registered" if route.depth == 0 else "op.reaches"
-            found.append((op, rule, _route_text(route)))
-        return self._opinfo_tests(change, found)
+            text = _route_text(route)
+            if route.depth and self.conditions is not None:
+                why_not = self.conditions.unmet(route)
+                if why_not is not None:
+                    self.left_out[text] = why_not
+                    continue
+            yield op, "op.registered" if route.depth == 0 else "op.reaches", text
 
     def _nearest(self, route: OpRoute) -> tuple:
         """Fewest calls first; then an operator the downstream does not lower itself (its
@@ -272,7 +288,7 @@ class TestSuggester:
         return (route.depth, op in self.ops.lowered, func != op, len(op), op)
 
     def _opinfo_tests(
-        self, change: SymbolChange, ops: list[tuple[str, str, str]]
+        self, change: SymbolChange, ops: Iterable[tuple[str, str, str]]
     ) -> list[SuggestedTest]:
         assert self.opinfos is not None
         out: dict[str, SuggestedTest] = {}
