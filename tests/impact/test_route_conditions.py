@@ -124,6 +124,24 @@ def cat(inputs, dim):
     return use_template(inputs[0].layout)
 
 
+@register_lowering(aten.amax)
+def amax(x, layout):
+    if layout.dtype == "float32":
+        return x
+    else:
+        return x
+    return use_template(layout)
+
+
+@register_lowering(aten.amin)
+def amin(x, layout):
+    if x.is_cuda:
+        return x
+    else:
+        return layout
+    return use_template(layout)
+
+
 @register_lowering(aten.mean)
 def mean(x, keepdim):
     done = False
@@ -223,6 +241,14 @@ def test_device_tests_env_variables_and_early_exits_decide_a_branch(reach, condi
     )
     # a name a loop sets is unknown after it: the branch is kept
     assert judged["aten.mean"] is None
+    # the test is False and the branch taken (the else) leaves; undecided and both leave
+    assert judged["aten.amin"].endswith(
+        ": `x.is_cuda` is False there and leaves first (torch/_inductor/lowering.py:97)"
+    )
+    assert judged["aten.amax"].endswith(
+        ": every branch of `layout.dtype == 'float32'` leaves first"
+        " (torch/_inductor/lowering.py:88)"
+    )
 
 
 def test_the_suggestions_take_the_nearest_route_that_runs(reach, conditions):

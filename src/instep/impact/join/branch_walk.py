@@ -279,25 +279,29 @@ class Walker:
         self.holding = holding
         self.closures: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, Env]] = []
 
-    def why(self, test: ast.expr, taken: bool) -> str:
+    def why(self, test: ast.expr, taken: bool | None) -> str:
+        """``taken`` None: the test is undecided, but every branch of it leaves."""
         line = test.lineno + self.values.line_offset
-        return f"`{ast.unparse(test)}` is {taken} there ({self.values.path}:{line})"
+        where = f"({self.values.path}:{line})"
+        if taken is None:
+            return f"every branch of `{ast.unparse(test)}` leaves first {where}"
+        return f"`{ast.unparse(test)}` is {taken} there {where}"
 
     def is_site(self, node: ast.AST) -> bool:
         return is_site(node, self.tail, self.nested)
 
     def skip(
-        self, nodes: Iterable[ast.AST], test: ast.expr, taken: bool, leaves: bool = False
+        self, nodes: Iterable[ast.AST], test: ast.expr, taken: bool | None, leaves: bool = False
     ) -> None:
         """Sites in code the route never runs (``test`` is ``taken`` there; ``leaves``:
-        and the branch it takes leaves the block)."""
+        and the branch it takes leaves the block; ``taken`` None: every branch does)."""
         for node in nodes:
             if not self.holding(node):
                 continue
             for n in ast.walk(node):
                 if self.is_site(n):
                     why = self.why(test, taken)
-                    if leaves:
+                    if leaves and taken is not None:
                         why = why.replace(" there (", " there and leaves first (", 1)
                     self.walk.blocked.append(why)
 
@@ -306,10 +310,12 @@ class Walker:
     def block(self, stmts: list[ast.stmt], env: Env) -> tuple[Env, bool]:
         """The names known after ``stmts``, and whether they always leave the block."""
         for i, stmt in enumerate(stmts):
+            before = env
             env, done = self.stmt(stmt, env)
             if done:
-                if isinstance(stmt, ast.If):
-                    self.skip(stmts[i + 1 :], stmt.test, True, leaves=True)
+                if isinstance(stmt, ast.If):  # the branch taken (or every one) leaves
+                    taken = self.values.truth(stmt.test, before)
+                    self.skip(stmts[i + 1 :], stmt.test, taken, leaves=True)
                 return env, True
         return env, False
 
