@@ -12,6 +12,10 @@ CPUs with ``taskset``, base and head alternated. A pip spec is downloaded once, 
 anything is timed, into a cache both sides then read. Before it prints a ratio the script
 checks that both sides read the same inputs: the same downstream file count and the same
 upstream labels. Their reports may differ (the code differs); their couplings are printed.
+Each run's CPU is user + system seconds of the command and every child it waited for
+(``wait4``), its peak RSS the largest resident set among them (``ru_maxrss`` of
+``wait4``: the maximum over the process and its reaped children, not a sum); the
+medians of wall, CPU and peak RSS are printed per side.
 """
 
 from __future__ import annotations
@@ -69,6 +73,7 @@ def _one(src: Path, args: argparse.Namespace, wheels: Path, out: Path) -> dict:
     return {
         "wall": wall,
         "user": usage.ru_utime,
+        "cpu": usage.ru_utime + usage.ru_stime,
         "rss_mib": usage.ru_maxrss / 1024,
         "stages": report["stats"]["timings_s"],
         "files": report["downstream"]["files"],
@@ -125,6 +130,7 @@ def main() -> None:
             st = r["stages"]
             print(
                 f"{side} run {i + 1}: wall {r['wall']:.1f} s, user {r['user']:.1f} s, "
+                f"cpu {r['cpu']:.1f} s, "
                 f"peak RSS {r['rss_mib']:.0f} MiB; downstream index "
                 f"{st.get('downstream_index')} s || symbol diff {st.get('symbol_diff')} s, "
                 f"join {st.get('join')} s; {r['couplings']} couplings {r['actions']}"
@@ -138,6 +144,12 @@ def main() -> None:
         f"median wall: base {med['base']:.1f} s, head {med['head']:.1f} s, "
         f"head/base {med['head'] / med['base']:.2f} ({args.cpus} CPUs, cold, {args.runs} runs)"
     )
+    for what, unit in (("cpu", "s"), ("rss_mib", "MiB")):
+        m = {s: statistics.median(r[what] for r in rs) for s, rs in got.items()}
+        print(
+            f"median {what}: base {m['base']:.1f} {unit}, head {m['head']:.1f} {unit}, "
+            f"head/base {m['head'] / m['base']:.3f}"
+        )
     shutil.rmtree(work, ignore_errors=True)
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from instep import glossary
 from instep.bundle.issue_markdown import ARTIFACT_LABELS, LABELS
-from instep.impact.export import csv_table, labels
+from instep.impact.export import csv_table, labels, scope_text
 from instep.impact.join import verdicts
 from instep.layers import Layer
 from instep.outcome import Status
@@ -28,11 +28,13 @@ ENGLISH = {
     "judgement": {**{j: j for j in weekly.JUDGEMENTS}, "open since": "open since {run}"},
     "impact_headings": labels.HEADINGS["en"],
     "impact_sections": labels.SECTIONS["en"],
+    "impact_roles": labels.KERNEL_ROLES["en"],
     "impact_table": {
         "columns": labels.COLUMNS["en"],
         "extra_columns": csv_table.EXTRA["en"],
         **labels.YES_NO["en"],
     },
+    "impact_scope": scope_text.SCOPE["en"],
     "metrics": {
         **{label: label for label, _, _ in TABLE_ROWS},
         "triad ": "triad ",

@@ -14,17 +14,19 @@ one integer ``N`` (:data:`SCHEMA_VERSION`). Any change to what a record holds bu
 field added, removed, renamed or retyped, a member added to or removed from a vocabulary
 (a new coupling kind too). A reader accepts exactly the version it was built with: a report
 of an older or newer version is a one-line error naming the file and both versions
-(``--impact i.json: impact report schema 2, this instep reads schema 3; re-run instep
+(``--impact i.json: impact report schema 3, this instep reads schema 4; re-run instep
 impact with this instep``, exit 2). Within a version every record has exactly its fields
 (an unknown or missing field is an error, as is a value outside its vocabulary or of
 another type), except ``stats``: timings and counters for people, read by no engine,
 whose keys may change within a version. N was 1 while fields were only added, and read by
-string keys; 2 is the first typed version (the same fields as the last 1); 3 adds what a
-team reads first and the tests it runs: ``definitions`` (what Shim, Test and Check mean,
-how things are counted), ``summary.places`` and ``summary.counts`` (units, couplings and
-places per action, counted one way), per unit ``tests`` (each suggested test with the rule
-that chose it, :class:`SuggestedTest`, and the vocabulary :class:`SuggestionKind`) and per
-change ``deprecation`` (a rename that keeps the old name).
+string keys; 2 is the first typed version (the same fields as the last 1); 3 adds the C++
+half of a backend (the coupling kinds ``registered_kernel`` and ``linked_symbol``, a
+coupling's ``role``, the ``library`` unit, the native symbol kinds, the report's ``scope``);
+4 adds what a team reads first and the tests it runs: ``definitions`` (what Shim, Test and
+Check mean, how things are counted), ``summary.places`` and ``summary.counts`` (units,
+couplings and places per action, counted one way), per unit ``tests`` (each suggested test
+with the rule that chose it, :class:`SuggestedTest`, and the vocabulary
+:class:`SuggestionKind`) and per change ``deprecation`` (a rename that keeps the old name).
 
 Not here: deciding anything (the impact engine's), rendering for people (``impact/export``),
 selecting tests (``suites/impact_selection.py``), attribution (``triage/culprits.py``).
@@ -47,7 +49,7 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 from instep.errors import BadInput, MissingInput
 from instep.pyindex.model import SymbolKind, Vocab
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 SCHEMA = f"instep.impact/{SCHEMA_VERSION}"
 _SCHEMA_PREFIX = "instep.impact/"
 
@@ -91,6 +93,22 @@ class CouplingKind(Vocab):
     HOOK_NAME = "hook_name"  # a member upstream newly reads from a class the backend subclasses
     # a downstream subclass reads self.<attr> that an upstream base __init__ no longer sets
     INHERITED_ATTRIBUTE = "inherited_attribute"
+    # a downstream shared object takes a dynamic symbol from an upstream library
+    # (impact/join/linked_symbols.py): gone, signature changed or moved on the new upstream
+    LINKED_SYMBOL = "linked_symbol"
+    # an ATen overload the backend's C++ half registers (torchgen backend yaml, m.impl,
+    # autocast KERNEL_* lists, AOTI C shim headers) x native_functions.yaml
+    REGISTERED_KERNEL = "registered_kernel"
+
+
+class KernelRole(Vocab):
+    """What a REGISTERED_KERNEL place does with the overload it names."""
+
+    KERNEL = "kernel"  # a kernel for it: an entry of a torchgen backend yaml, or m.impl(...)
+    CUSTOM = "custom"  # the backend defines its own op of that name (backend yaml `custom:`)
+    AUTOCAST = "autocast"  # an autocast policy: KERNEL_PRIVATEUSEONE(op, [overload,] policy)
+    C_SHIM = "c_shim"  # an AOTI C shim the backend declares for it (c_shim_<device>.h)
+    OP_LIST = "op_list"  # named by a C++ string "aten::x.y" (a fallback or allow list)
 
 
 class _Ranked(Vocab):
@@ -127,6 +145,7 @@ class UnitKind(Vocab):
     PATCH = "patch"  # one patch file (``--patches``)
     FILE = "file"  # one changed file of a release diff
     CLASS = "class"  # one changed class of a large file of a release diff
+    LIBRARY = "library"  # a downstream shared object that loses linked upstream symbols
 
 
 class SuggestionKind(Vocab):
@@ -142,6 +161,15 @@ class UpstreamMode(Vocab):
     RELEASE = "release"  # two trees, wheels or pip specs
     GIT = "git"  # a commit range
     PATCHES = "patches"  # a tree and a directory of patches
+
+
+class NativeCheck(Vocab):
+    """Whether the downstream's linked upstream symbols were checked, and if not, why."""
+
+    CHECKED = "checked"
+    NO_SHARED_OBJECTS = "no_shared_objects"  # the downstream holds none (Python only)
+    NEEDS_RELEASES = "needs_releases"  # a git range or patches: no built libraries
+    UPSTREAM_NOT_BUILT = "upstream_not_built"  # an upstream side has no shared libraries
 
 
 #: ``Unit.test_needed``
@@ -191,6 +219,7 @@ class Coupling:
     best_effort: bool
     problems: tuple[str, ...]  # signature incompatibilities found
     evidence: str  # the breaking path found, or why none was
+    role: KernelRole | None  # registered_kernel: what the place does (kernel, autocast, ...)
 
 
 @dataclass(frozen=True)
@@ -331,6 +360,35 @@ class Downstream:
 
 
 @dataclass(frozen=True)
+class UnreadObject:
+    """A downstream shared object that could not be read, and why."""
+
+    __pydantic_config__: ClassVar[ConfigDict] = _STRICT
+
+    path: str
+    reason: str  # 'not an ELF file', 'truncated: ...', 'another architecture (EM_AARCH64 ...)'
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What an analysis read and what it did not: every report opens with it, so that
+    "no Shim" is never said of a part that was not read."""
+
+    __pydantic_config__: ClassVar[ConfigDict] = _STRICT
+
+    python_files: int  # downstream Python files indexed
+    native: NativeCheck  # whether the linked symbols were checked, or why not
+    shared_objects: int  # downstream shared objects read
+    unreadable: tuple[UnreadObject, ...]  # downstream shared objects not read (listed first)
+    linked_symbols: int  # (object, symbol) pairs taken from the old upstream's libraries
+    missing_symbols: int  # of those, the ones the new upstream no longer resolves
+    moved_symbols: int  # of those, resolved from another library the object still loads
+    upstream_libraries: tuple[str, ...]  # the old upstream's libraries read
+    registered_kernels: int | None  # overloads the C++ half registers; None: not read
+    detail: str  # why the symbol check did not run (names the side); '' when it ran
+
+
+@dataclass(frozen=True)
 class Counts:
     """Units, couplings and downstream places of one action, each counted once: a unit and
     a place under the strongest action of their couplings, a coupling under its own; an
@@ -384,6 +442,7 @@ class ImpactDocument:
     tool: str  # 'instep X.Y.Z'
     generated_at: str  # ISO-8601, UTC
     lang: str  # 'en' | 'zh'
+    scope: Scope | None  # what was read (None only for a report not made by an analysis)
     definitions: Definitions
     upstream: Upstream
     downstream: Downstream
@@ -440,6 +499,8 @@ RECORDS: tuple[type, ...] = (
     CompatDebt,
     Upstream,
     Downstream,
+    UnreadObject,
+    Scope,
     Counts,
     Summary,
     Definitions,

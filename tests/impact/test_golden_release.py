@@ -1,13 +1,13 @@
 """Real-world acceptance: torch 2.13.0 -> 2.14.1 against torch-npu 2.13.0 (seed 001 rows).
 
 Runs only when the three wheels can be had (tests/impact/conftest.py: INSTEP_REALWORLD=1
-or INSTEP_WHEELS). The shared golden rows live in ../shared/golden/.
+or INSTEP_WHEELS), on the whole report conftest's ``release_doc`` makes once a session.
+The shared golden rows live in ../shared/golden/.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -18,29 +18,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT.parent / "shared" / "golden"
 pytestmark = [pytest.mark.slow, pytest.mark.realworld]
-
-
-@pytest.fixture(scope="module")
-def release_report(tmp_path_factory, real_wheels):
-    specs = {key: str(path) for key, path in real_wheels.items()}
-    from instep.impact.analysis import ImpactRequest, analyse
-
-    cache = Path(os.environ.get("INSTEP_CACHE_DIR") or tmp_path_factory.mktemp("cache"))
-    return analyse(
-        ImpactRequest(
-            downstream=specs["down"],
-            upstream_old=specs["old"],
-            upstream_new=specs["new"],
-            cache_dir=cache,
-        )
-    )
-
-
-@pytest.fixture(scope="module")
-def release_doc(release_report) -> dict:
-    from instep.impact.export.json_doc import as_document
-
-    return json.loads(as_document(release_report).to_json())  # as a user's JSON reader sees it
 
 
 def _couplings(doc: dict, symbol: str) -> list[dict]:

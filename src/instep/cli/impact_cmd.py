@@ -172,6 +172,7 @@ def impact(
     # CLI start: the impact engine loads when the command runs
     from instep.impact.analysis import ImpactRequest, analyse
     from instep.impact.export import write
+    from instep.impact.export.scope_text import scope_lines
     from instep.impact.export.sections import act_now
     from instep.impact.model import Action
 
@@ -209,6 +210,8 @@ def impact(
     floor = Action(min_action).rank
     report.units = [u for u in report.units if u.action.rank >= floor]
     write(report, fmt, out, all_units=all_units)
+    for line in scope_lines(report.scope, report.lang):  # what was read, first
+        log.info("%s", line)
     s = report.summary()
     counts = s["counts"]  # the reports' one way of counting (docs/impact.md, "Counting")
     for what in ("units", "couplings", "places"):

@@ -23,8 +23,8 @@ from typing import TypeVar
 
 from instep.impact.downstream import coupling_index, version_gates, version_refusals
 from instep.impact.join.coupling_book import CouplingBook
-from instep.impact.join.pass_api import JoinInputs, Snapshots
-from instep.impact.join.pass_runner import run_passes
+from instep.impact.join.pass_api import JoinInputs, PassSources, Snapshots
+from instep.impact.join.pass_runner import Started, run_passes, start_early
 from instep.impact.join.probe_outcomes import ProbeOutcomes, stub_reader
 from instep.impact.join.registry import PASSES
 from instep.impact.join.route_conditions import RouteConditions
@@ -42,8 +42,10 @@ from instep.impact.model import (
     Coupling,
     Impact,
     ImpactReport,
+    Scope,
     SuggestedTest,
     SymbolChange,
+    UnitKind,
     UpstreamChange,
 )
 from instep.impact.no_gc import no_cyclic_gc
@@ -86,6 +88,7 @@ class _Analysis:
         self.stats: dict[str, object] = {}
         self.up = UpstreamSide(req, self.jobs, self.cache_root, self.stage_of, self.stats)
         self.remember: tuple[object, str] | None = None  # (ReportMemo, key) to store under
+        self.scope_fields: dict[str, object] = {}  # the report's scope, as the passes fill it
 
     def _timed(self, name: str, start: float) -> None:
         self.timings[name] = round(time.perf_counter() - start, 3)
@@ -107,8 +110,28 @@ class _Analysis:
     def _downstream_snapshot(self):
         if getattr(self, "down_snapshot", None) is None:
             cache_dir = self.req.cache_dir or Path(".instep-cache")
-            self.down_snapshot = sources.open_snapshot(self.req.downstream, cache_dir)
+            # beside the source files, those the passes read that are not Python (the
+            # backend's yaml and C++ files for its registered kernels)
+            suffixes = tuple(s for p in PASSES for s in p.lists)
+            self.down_snapshot = sources.open_snapshot(
+                self.req.downstream, cache_dir, also=lambda path: path.endswith(suffixes)
+            )
         return self.down_snapshot
+
+    def pass_sources(self) -> PassSources:
+        """What the early passes read (join/pass_api.py): the snapshots, open."""
+        up, name = self.up, self._upstream_name()
+        labels = {
+            side: f"{name} {_v(version)}" if version else str(up.labels.get(side, side))
+            for side, version in (("old", self.old_version), ("new", self.new_version))
+        }
+        return PassSources(
+            snapshots=Snapshots(up.old, up.new, self._downstream_snapshot()),
+            mode=self.mode,
+            labels=labels,
+            excluded=up.excluded,
+            cache_root=self.cache_root,
+        )
 
     def _memo_key(self) -> str | None:
         """Key of the whole report (release diffs with a cache; see report_memo)."""
@@ -125,6 +148,9 @@ class _Analysis:
             "upstream_packages": list(req.upstream_packages),
             "labels": sorted(self.up.labels.items()),
         }
+        # what the passes read that no snapshot lists (shared objects), by identity
+        sources = self.pass_sources()
+        request["passes"] = [[p.name, p().identity(sources)] for p in PASSES]
         old, new, down = self.up.old, self.up.new, self._downstream_snapshot()
         return report_key(
             request,
@@ -179,18 +205,29 @@ class _Analysis:
             new_version=self.new_version,
             jobs=self.jobs,
             cache_root=self.cache_root,
+            sources=self.pass_sources(),
         )
 
-    def join(self, units: list[UpstreamChange], down) -> dict[int, list[Coupling]]:
+    def join(
+        self, units: list[UpstreamChange], down, early: dict[str, Started] | None = None
+    ) -> dict[int, list[Coupling]]:
         """Couplings per unit index: the join's passes (join/registry.py) over one set of
-        inputs, their couplings decided in registry order."""
+        inputs, their couplings decided in registry order (``early``: the early passes'
+        work started before the indexing). The units the passes add are appended to
+        ``units``; the scope fields they fill are kept for the report."""
         inputs = self.join_inputs(units, down)
         book = CouplingBook(inputs)
-        ran = run_passes(PASSES, inputs, book)
+        ran = run_passes(PASSES, inputs, book, early)
+        units.extend(ran.units)
+        self.scope_fields = ran.scope
         self.stats.update(ran.stats)
         for name, seconds in ran.seconds.items():
             self.timings[f"join: {name}"] = round(seconds, 3)
-        if not ran.stats.get("downstream_references") and self.stats.get("downstream_files"):
+        if (
+            not ran.stats.get("downstream_references")
+            and not ran.stats.get("registered_kernels")
+            and self.stats.get("downstream_files")
+        ):
             log.warning(
                 "the downstream (%s, %s Python files) names no symbol of the upstream "
                 "package %s: every unit would read 'no coupling'; check --downstream, or "
@@ -270,11 +307,13 @@ class _Analysis:
                     "timings_s": dict(self.timings),
                 }
                 return remembered
+        # the passes that read only the snapshots start now, beside the indexing
+        early = start_early(PASSES, self.pass_sources(), self.jobs)
         t = time.perf_counter()
         units, down = self._index_both(raw)
         self._timed("indexing", t)
         t = time.perf_counter()
-        couplings = self.join(units, down)
+        couplings = self.join(units, down, early)
         self._timed("join", t)
         report = self._report(units, couplings, down)
         self.remember = (memo, memo_key) if memo_key is not None else None
@@ -296,7 +335,9 @@ class _Analysis:
         """The unit verdicts, their suggested tests and the compat debt, as a report."""
         if self.mode == "release":
             for i, u in enumerate(units):
-                if couplings.get(i):
+                # a file's or class's title names its strongest couplings; a unit a pass
+                # made (a shared object's) titles itself
+                if couplings.get(i) and u.unit_kind in (UnitKind.FILE, UnitKind.CLASS):
                     u.title = release_title(u.id, _by_coupling(u.changes, couplings[i]))
         impacts: list[Impact] = []
         name = self._upstream_name()
@@ -340,6 +381,10 @@ class _Analysis:
             stats={"timings_s": self.timings, **self.stats},
             generated_at=_now(),
             lang=self.req.lang,
+            scope=Scope(
+                python_files=int(self.stats.get("downstream_files") or 0),
+                **self.scope_fields,
+            ),
         )
 
     def _tests(

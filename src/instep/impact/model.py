@@ -6,10 +6,11 @@ the symbol index (``instep.pyindex``, whose nouns ``Symbol``, ``SymbolKind`` and
 :class:`SymbolChange`, the coupling index yields :class:`Reference`, the verdict rules
 join them into :class:`Coupling` and :class:`Impact`, exporters render them.
 Nothing here parses, diffs or decides. The vocabularies (``Action``, ``Risk``, ``Stage``,
-``CouplingKind``, ``ChangeKind``, ``Tristate``, ``SuggestionKind``) are the impact
-contract's (``instep.impact_contract``), re-exported here, as is ``SuggestedTest``, a
-record the engine fills as the JSON holds it; the records that reach the JSON build their
-contract record (``record()``), which ``export/json_doc.py`` writes.
+``CouplingKind``, ``ChangeKind``, ``Tristate``, ``KernelRole``, ``UnitKind``,
+``NativeCheck``, ``SuggestionKind``) are the impact contract's (``instep.impact_contract``),
+re-exported here with the report's :class:`Scope` (a contract record as it is) and
+``SuggestedTest`` (a record the engine fills as the JSON holds it); the records that reach
+the JSON build their contract record (``record()``), which ``export/json_doc.py`` writes.
 """
 
 from __future__ import annotations
@@ -22,14 +23,17 @@ from instep.impact_contract import (
     Action,
     ChangeKind,
     CouplingKind,
+    KernelRole,
     Risk,
+    Scope,
     Stage,
     SuggestedTest,
     Tristate,
 )
-from instep.impact_contract import (
-    SuggestionKind as SuggestionKind,  # re-exported for the engine
-)
+from instep.impact_contract import NativeCheck as NativeCheck  # re-exported
+from instep.impact_contract import SuggestionKind as SuggestionKind  # re-exported
+from instep.impact_contract import UnitKind as UnitKind  # re-exported
+from instep.impact_contract import UnreadObject as UnreadObject  # re-exported
 from instep.pyindex.model import Qualified, Symbol, SymbolKind
 
 
@@ -180,6 +184,8 @@ class Reference:
     # (``gm.graph.call_function`` with ``gm: GraphModule``): the join follows ``attr``'s
     # declared type upstream to the class whose ``member`` it is (downstream/typed_params)
     through: str | None = None
+    # registered_kernel: what the place does with the overload (kernel, autocast, c_shim...)
+    role: KernelRole | None = None
 
     @property
     def at(self) -> str:
@@ -206,6 +212,7 @@ class Coupling:
     problems: list[str] = field(default_factory=list)  # signature incompatibilities found
     owner: str | None = None  # downstream qualname enclosing the place (None: module level)
     evidence: str = ""  # the breaking path found, or why none was (join/breaking_path.py)
+    role: KernelRole | None = None  # registered_kernel: kernel, autocast, c_shim, ...
 
     @property
     def place(self) -> str:
@@ -239,6 +246,7 @@ class Coupling:
             best_effort=self.best_effort,
             problems=tuple(self.problems),
             evidence=self.evidence,
+            role=self.role,
         )
 
 
@@ -248,7 +256,7 @@ class UpstreamChange:
 
     id: str
     title: str
-    unit_kind: str  # 'commit' | 'file' | 'class' | 'patch'
+    unit_kind: str  # 'commit' | 'file' | 'class' | 'patch' | 'library' (UnitKind)
     files: list[str] = field(default_factory=list)
     changes: list[SymbolChange] = field(default_factory=list)
     commit: str | None = None
@@ -323,6 +331,8 @@ class ImpactReport:
     stats: dict[str, Any] = field(default_factory=dict)  # timings (s), counts, cache hits
     generated_at: str = ""
     lang: str = "en"
+    # what was read and what was not (every analysis sets it; None: a report made by hand)
+    scope: Scope | None = None
 
     def summary(self) -> dict[str, Any]:
         def count(values: list[str]) -> dict[str, int]:

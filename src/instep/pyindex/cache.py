@@ -60,12 +60,13 @@ def entry_name(key: str) -> str:
 @lru_cache(maxsize=1)
 def analysis_code_digest() -> str:
     """Digest of instep's version and the analysis code and data (``instep/impact``,
-    ``instep/pyindex`` and the vocabularies in ``instep/impact_contract.py``): the cache
-    generation, so results from other code are never reused."""
+    ``instep/pyindex``, ``instep/elfindex`` and the vocabularies in
+    ``instep/impact_contract.py``): the cache generation, so results from other code are
+    never reused."""
     h = hashlib.blake2b(digest_size=20)
     h.update(str(getattr(instep, "__version__", "")).encode())
     package = Path(instep.__file__).parent
-    for root in (package / "impact", package / "pyindex"):
+    for root in (package / "impact", package / "pyindex", package / "elfindex"):
         for path in sorted(root.rglob("*")):
             if path.suffix in (".py", ".toml", ".json", ".j2") and path.is_file():
                 h.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())

@@ -27,6 +27,9 @@ class SymbolKind(Vocab):
     ASSIGNMENT = "assignment"  # module-level name = value (config values, op registries)
     CLASS_ATTRIBUTE = "class_attribute"  # name = value in a class body
     BLOCK = "block"  # module-level statement that is not a def/class/assignment
+    # a dynamic symbol of a shared object (instep.elfindex): a C++ function, or data
+    NATIVE_FUNCTION = "native_function"
+    NATIVE_DATA = "native_data"
 
 
 SOURCE_ROOT = "src/"  # the src/ layout: 'src/pkg/mod.py' installs as 'pkg/mod.py'

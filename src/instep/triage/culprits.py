@@ -14,6 +14,9 @@ to gets a score from evidence, strongest first:
   report says is not accepted, the name an import could not find in the module the
   report says lost it;
 - a changed upstream function is a frame of the failure;
+- a shared object failed to load with ``undefined symbol: <mangled>`` (an ``ImportError``
+  or ``OSError``) and the report's native unit says that object loses that symbol (the
+  loader's message is its ``linked_symbol`` couplings' evidence), or names that object;
 - and, only for a unit already tied to the failure by one of those: the kind of change
   fits the kind of failure (a signature change and a ``TypeError`` about arguments, a
   removed or renamed name and an ``ImportError``/``AttributeError``, a registration or
@@ -59,6 +62,8 @@ IMPORT_NAME = 6.0  # "cannot import name 'n' from 'm'" and the unit removed/rena
 OWNER_NAMED = 5.0  # the error names the coupled downstream function (Class.method)
 PROBLEM_NAMED = 4.0  # the error quotes the parameter the report says is not accepted
 UPSTREAM_FRAME = 3.0  # a changed upstream function is a frame
+UNDEFINED_SYMBOL = 6.0  # "lib.so: undefined symbol: X" and the report says lib.so loses X
+FAILED_LIBRARY = 3.0  # the shared object that failed to load is one the report names
 KIND_FITS = 2.0
 SHIM = 2.0
 STAGE_FITS = 1.0
@@ -69,6 +74,7 @@ HIGH, MEDIUM = 9.0, 6.0  # confidence thresholds on the score
 #: called name, quoted parameter -> what the report says; each unit's own fields; and
 #: under "files" the file names a frame must have to be tied at all
 _TABLES = ("places", "changed", "changed_in", "owners", "called", "problems", "units", "files")
+_TABLES += ("symbols", "libraries")  # linked symbols (mangled) and their shared objects
 #: a report modified this recently may be rewritten within the same mtime tick
 _RACY_S = 2.0
 #: a cached index is only reused by the code that built it, for the schema it read
@@ -99,6 +105,9 @@ _ARGUMENTS = re.compile(
 _CANNOT_IMPORT = re.compile(r"cannot import name '(\w+)' from '([\w.]+)'")
 _NO_ATTRIBUTE = re.compile(r"module '([\w.]+)' has no attribute '(\w+)'")
 _NO_MODULE = re.compile(r"No module named '([\w.]+)'")
+# "<path>.so: undefined symbol: <mangled>", as the dynamic loader words it (ImportError,
+# OSError), and the same text as a linked_symbol coupling's evidence
+_UNDEFINED = re.compile(r"(?:([^\s:'\"]+\.so(?:\.[\w.]+)?): )?undefined symbol: ([\w.$@]+)")
 _MISSING_LOWERING = re.compile(r"MissingOperator|missing lowering|No lowering", re.IGNORECASE)
 _QUOTED = re.compile(r"'([A-Za-z_]\w*)'")
 _CALL_KEYWORD = re.compile(r"([A-Za-z_][\w.]*)\(\) got an unexpected keyword argument '(\w+)'")
@@ -107,6 +116,8 @@ _CALLED = re.compile(r"([A-Za-z_][\w.]*)\(\)")  # "f() got an unexpected keyword
 _WRAPPERS = frozenset({"classmethod", "staticmethod", "property", "partial", "functools", "wraps"})
 #: changes after which the old name is gone (an import or lookup of it fails)
 _LOST = frozenset({ChangeKind.REMOVED, ChangeKind.RENAMED})
+#: changes after which a linked symbol's mangled name is gone
+_SYMBOL_GONE = frozenset({ChangeKind.REMOVED, ChangeKind.RENAMED, ChangeKind.SIGNATURE})
 #: changes that can leave an op without its lowering
 _REREGISTERED = frozenset({ChangeKind.DECORATOR, ChangeKind.VALUE, ChangeKind.SIGNATURE})
 _LONGREPR_FRAME = re.compile(r"^(\S+\.py):(\d+): in (\S+)", re.MULTILINE)
@@ -433,6 +444,10 @@ class CulpritIndex:
             for problem in coupling.problems:
                 for name in _QUOTED.findall(problem):
                     self._add("problems", name, (i, coupling))
+            if coupling.kind is CouplingKind.LINKED_SYMBOL:  # what its loader would say
+                for library, symbol in _UNDEFINED.findall(full.evidence):
+                    self._add("symbols", symbol, (i, library, coupling))
+                    self._add("libraries", _file_name(library), (i, library, coupling))
 
     def attribute(self, outcome: dict[str, Any], top: int = 3) -> list[Attribution]:
         """The units most likely to have caused ``outcome`` (a stored failure), best first.
@@ -479,6 +494,7 @@ class CulpritIndex:
             for tie in ties:
                 add(*tie)
         self._tie_text(facts, add)
+        self._tie_native(facts, add)
         if not found:
             return []
         arguments, missing_name, lowering = facts.arguments, facts.missing_name, facts.lowering
@@ -499,6 +515,15 @@ class CulpritIndex:
                     Evidence(
                         "kind_fits",
                         "a name was removed or renamed; the error is a missing name",
+                        KIND_FITS,
+                    ),
+                    None,
+                )
+            elif facts.undefined and kinds & _SYMBOL_GONE:
+                f.add(
+                    Evidence(
+                        "kind_fits",
+                        "a linked symbol is gone; the error is an undefined symbol",
                         KIND_FITS,
                     ),
                     None,
@@ -634,6 +659,24 @@ class CulpritIndex:
                     coupling,
                 )
 
+    def _tie_native(self, facts: _TextFacts, add: Any) -> None:
+        """A shared object that failed to load on a symbol the report says it loses."""
+        for failed, symbol in facts.undefined:
+            tied = set()
+            for unit, library, coupling in self._get("symbols", symbol) or ():
+                if failed and not _same_file(failed.replace("\\", "/"), library):
+                    continue
+                tied.add(unit)
+                detail = f"undefined symbol {symbol}: the report says {library} loses it"
+                add(unit, Evidence("native", detail, UNDEFINED_SYMBOL), coupling)
+            if not failed:
+                continue
+            for unit, library, coupling in self._get("libraries", _file_name(failed)) or ():
+                if unit not in tied and _same_file(failed.replace("\\", "/"), library):
+                    tied.add(unit)
+                    detail = f"{library} failed to load, and the report says it loses symbols"
+                    add(unit, Evidence("library", detail, FAILED_LIBRARY), coupling)
+
     def _tie_missing(self, module: str, name: str, what: str, add: Any) -> None:
         for changed in self._get("changed_in", _key(module, name)) or ():
             if changed.change in _LOST:
@@ -747,6 +790,7 @@ class _TextFacts:
     arguments: bool  # the error is about a call's arguments
     missing_name: bool  # an import or attribute lookup found nothing
     lowering: bool  # a lowering is missing
+    undefined: tuple[tuple[str, str], ...] = ()  # (shared object or "", mangled symbol)
 
     @classmethod
     def of(cls, text: str) -> _TextFacts:
@@ -764,6 +808,7 @@ class _TextFacts:
             arguments=bool(_ARGUMENTS.search(text)),
             missing_name=bool(cannot_import or no_attribute or no_module),
             lowering=bool(_MISSING_LOWERING.search(text)),
+            undefined=tuple(_UNDEFINED.findall(text)),
         )
 
     @classmethod
@@ -789,6 +834,7 @@ class _TextFacts:
             arguments=any(p.arguments for p in parts),
             missing_name=any(p.missing_name for p in parts),
             lowering=any(p.lowering for p in parts),
+            undefined=cat("undefined"),
         )
 
 

@@ -1,6 +1,10 @@
 """CSV: one row per unit in the seed's column order, plus evidence and the unit's couplings
 per action (the summary's counting: a coupling under its own action); opens in
-spreadsheets."""
+spreadsheets.
+
+A report with a scope opens with it: one row per sentence, its one cell starting with
+``# `` (a spreadsheet shows it above the table; ``pandas.read_csv(comment="#")`` and
+similar readers skip it), then the header row."""
 
 from __future__ import annotations
 
@@ -8,7 +12,8 @@ import csv
 import io
 
 from instep.glossary import glossary
-from instep.impact.export.labels import COLUMNS, YES_NO, lang_of
+from instep.impact.export.labels import COLUMNS, YES_NO, kind_label, lang_of
+from instep.impact.export.scope_text import scope_lines
 from instep.impact.model import Action, ImpactReport
 
 EXTRA = {
@@ -32,6 +37,8 @@ def render_csv(report: ImpactReport) -> str:
     yn = YES_NO[lang]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\r\n")
+    for line in scope_lines(report.scope, lang):
+        writer.writerow([f"# {line}"])
     writer.writerow(COLUMNS[lang] + EXTRA[lang])
     for u in report.units:
         ch = u.change
@@ -47,7 +54,9 @@ def render_csv(report: ImpactReport) -> str:
                 str(u.stage),
                 ", ".join(u.coupling_kinds),
                 "\n".join(
-                    f"{c.downstream} {c.kind} -> {c.upstream} [{c.action}]" for c in u.couplings
+                    f"{c.downstream} {kind_label(c.kind, c.role, lang)} -> {c.upstream}"
+                    f" [{c.action}]"
+                    for c in u.couplings
                 ),
                 "\n".join(f"{c.ref} ({c.kind})" for c in ch.changes),
                 "\n".join(u.suggested_tests),

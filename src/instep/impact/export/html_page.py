@@ -25,9 +25,11 @@ from instep.impact.export.labels import (
     HEADINGS,
     SECTIONS,
     YES_NO,
+    kind_label,
     lang_of,
     tests_note_text,
 )
+from instep.impact.export.scope_text import no_shim_text, scope_lines
 from instep.impact.model import Impact, ImpactReport
 
 RATIONALE_CHARS = 400  # rationale kept per unit (the JSON export has it whole)
@@ -94,7 +96,7 @@ def table_data(report: ImpactReport, all_units: bool, lang: str) -> dict[str, An
                 [
                     [
                         str(c.action),
-                        s(str(c.kind)),
+                        s(kind_label(c.kind, c.role, lang)),
                         s(c.downstream.rsplit(":", 1)[0]),
                         int(c.downstream.rsplit(":", 1)[1] or 0),
                         s(c.upstream),
@@ -152,7 +154,10 @@ def render_html(report: ImpactReport, all_units: bool = False) -> str:
         debt_conditions=len(report.compat_debt),
         debt_reason=sections.debt_reason,
         tests_note=tests_note_text(sec.tests_note, lang) if sec.tests_note else "",
+        scope=scope_lines(report.scope, lang),
+        act_now_none=no_shim_text(report.scope, lang, SECTIONS[lang]["act_now_none"]),
         warnings=report.warnings,
         all_units=all_units,
         data=markupsafe.Markup(_script_json(table_data(report, all_units, lang))),
+        kind_of=lambda c: kind_label(c.kind, c.role, lang),
     )

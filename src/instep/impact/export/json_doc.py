@@ -21,6 +21,7 @@ def as_document(report: ImpactReport) -> contract.ImpactDocument:
         tool=f"instep {__version__}",
         generated_at=report.generated_at,
         lang=report.lang,
+        scope=report.scope,
         definitions=definitions(lang_of(report.lang)),
         upstream=contract.Upstream(**report.upstream),
         downstream=contract.Downstream(**report.downstream),

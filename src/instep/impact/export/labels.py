@@ -113,6 +113,26 @@ SECTIONS = {
 }
 
 
+# what a registered_kernel place does with the overload (model.KernelRole), as a reader says it
+KERNEL_ROLES = {
+    "en": {
+        "kernel": "kernel",
+        "custom": "own op",
+        "autocast": "autocast policy",
+        "c_shim": "C shim",
+        "op_list": "op list",
+    },
+    "zh": dict(_ZH["impact_roles"]),
+}
+
+
+def kind_label(kind: object, role: object, lang: str) -> str:
+    """A coupling's kind as printed: ``registered_kernel, autocast policy`` with its role."""
+    if role is None:
+        return str(kind)
+    return f"{kind}, {KERNEL_ROLES[lang_of(lang)].get(str(role), str(role))}"
+
+
 def tests_note_text(note, lang: str) -> str:
     """The sentence saying why Test units have no suggested tests and how to get some."""
     t = SECTIONS[lang]

@@ -10,9 +10,11 @@ from instep.impact.export.labels import (
     RISK,
     SECTIONS,
     YES_NO,
+    kind_label,
     lang_of,
     tests_note_text,
 )
+from instep.impact.export.scope_text import no_shim_text, scope_lines
 from instep.impact.model import Impact, ImpactReport
 
 
@@ -24,7 +26,8 @@ def _analysis(unit: Impact, lang: str, max_evidence: int) -> str:
     parts = [unit.rationale]
     if unit.couplings:
         ev = [
-            f"`{c.downstream}` {c.kind} → `{c.upstream}` [{c.action}, {c.rule}]"
+            f"`{c.downstream}` {kind_label(c.kind, c.role, lang)} → `{c.upstream}`"
+            f" [{c.action}, {c.rule}]"
             for c in unit.couplings[:max_evidence]
         ]
         if len(unit.couplings) > max_evidence:
@@ -43,6 +46,9 @@ def render_markdown(report: ImpactReport, all_units: bool = False, max_evidence:
     up = report.upstream
     sec = sections.build(report)
     lines = [f"# {h['title']}", ""]
+    scope = scope_lines(report.scope, lang)  # what was read, before anything else
+    if scope:
+        lines += [f"> {_cell(line)}" for line in scope] + [""]
     lines += _counts(sec.counts, t)
     lines.append(
         f"- upstream: {up.get('mode')} {up.get('old', '')} → {up.get('new', '')}"
@@ -51,7 +57,7 @@ def render_markdown(report: ImpactReport, all_units: bool = False, max_evidence:
     lines.append(f"- downstream: {report.downstream.get('source', '')}")
     if report.generated_at:
         lines.append(f"- generated: {report.generated_at}")
-    lines += _act_now(sec, t, up)
+    lines += _act_now(sec, t, up, no_shim_text(report.scope, lang, t["act_now_none"]))
     lines += _test_these(sec, t, lang)
     lines += _debt_and_adapted(report, sec, t)
     lines += _summary(report, sec, lang)
@@ -131,11 +137,11 @@ def _refusals(sec: sections.Sections, t: dict, up: dict) -> list[str]:
     return [*lines, ""]
 
 
-def _act_now(sec: sections.Sections, t: dict, up: dict) -> list[str]:
+def _act_now(sec: sections.Sections, t: dict, up: dict, none: str) -> list[str]:
     units = len({x.unit for x in sec.act_now})
     lines = ["", f"## {t['act_now']}", "", *_refusals(sec, t, up)]
     if not sec.act_now:
-        return [*lines, t["act_now_none"]]
+        return [*lines, none]
     places = sec.counts["Shim"]["places"]
     lines += [
         t["act_now_count"].format(couplings=len(sec.act_now), places=places, units=units),
@@ -175,7 +181,8 @@ def _test_these(sec: sections.Sections, t: dict, lang: str) -> list[str]:
         for i, p in enumerate(sec.test_these, 1):
             top = p.top
             why = (
-                f"{top.coupling.kind} → `{top.coupling.upstream}` ({top.change}, {top.stage}"
+                f"{kind_label(top.coupling.kind, top.coupling.role, lang)}"
+                f" → `{top.coupling.upstream}` ({top.change}, {top.stage}"
                 + (f", +{top.hops} hops" if top.hops else "")
                 + (f"; {top.deprecation}" if top.deprecation else "")
                 + ")"

@@ -11,10 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from instep.impact.export.labels import kind_label
 from instep.impact.export.priority import TestPlace, rank_test_places
 from instep.impact.join.test_suggestions import RunCommand, run_commands
 from instep.impact.model import Action, ChangeKind, Impact, ImpactReport, SuggestedTest
+from instep.pyindex.model import SymbolKind
 from instep.pyindex.signature_delta import delta_text
+
+NATIVE_KINDS = (SymbolKind.NATIVE_FUNCTION, SymbolKind.NATIVE_DATA)
 
 TOP_TEST_PLACES = 25  # Test places listed under "Test these"
 TESTS_PER_COMMAND = 4  # tests of one kind a place's command runs (the others: "+N more")
@@ -28,7 +32,7 @@ class ShimLine:
     pr: int | None
     downstream: str  # 'path:line'
     snippet: str
-    kind: str  # coupling kind
+    kind: str  # coupling kind (with a registered kernel's role: 'registered_kernel, kernel')
     upstream: str  # 'path::qualname'
     upstream_at: str  # 'path:line' in the new upstream (the old one when removed)
     change: str  # change kind
@@ -90,6 +94,11 @@ class Sections:
 def _upstream_at(change) -> str:
     if change is None:
         return ""
+    if change.symbol_kind in NATIVE_KINDS:  # a dynamic symbol: where a header declares it
+        for sym in (change.new, change.old):
+            if sym is not None and sym.line:
+                return f"{sym.path}:{sym.line}"
+        return change.path
     if change.new is not None and change.kind is not ChangeKind.REMOVED:
         return f"{change.path}:{change.new.line}"
     if change.old is not None:
@@ -126,7 +135,7 @@ def act_now(report: ImpactReport) -> list[ShimLine]:
                     pr=unit.change.pr,
                     downstream=c.downstream,
                     snippet=c.snippet.strip(),
-                    kind=str(c.kind),
+                    kind=kind_label(c.kind, c.role, report.lang),
                     upstream=c.upstream,
                     upstream_at=_upstream_at(change),
                     change=str(change.kind) if change is not None else "",

@@ -56,7 +56,7 @@ class CouplingBook:
                 inputs.devices,
             )
             extra, evidence = extra | {path.kind}, path.text
-        kept[key] = decide(
+        coupling = kept[key] = decide(
             change,
             ref,
             kind=k,
@@ -66,6 +66,8 @@ class CouplingBook:
             extra_facts=extra,
             evidence=evidence,
         )
+        if found.problems:
+            coupling.problems = list(found.problems)
         return True
 
     def _gate_facts(self, found: Found) -> tuple[frozenset[str], str]:

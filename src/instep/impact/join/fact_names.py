@@ -22,6 +22,8 @@ REFERENCES = "join/references.py"
 CONSTRUCTORS = "join/constructor_calls.py"
 PATHS = "join/breaking_path.py"
 HOOKS = "join/hook_names.py"
+KERNELS = "join/kernel_couplings.py"
+NATIVE = "join/native_units.py"
 
 
 class Fact(Vocab):
@@ -90,6 +92,28 @@ class Fact(Vocab):
     AT_IMPORT = "at_import", OPS
     SCHEMA_BREAKS = "schema_breaks", OPS
     BINDS_BY_NAME = "binds_by_name", OPS
+    # C shims
+    SHIM_NAMES_ONLY = "shim_names_only", FACTS
+    # registered kernels: the place's role, then what the change does to its kernel
+    FROM_YAML = "from_yaml", KERNELS
+    FROM_CPP = "from_cpp", KERNELS
+    CUSTOM = "custom", KERNELS
+    AUTOCAST = "autocast", KERNELS
+    AUTOCAST_SIGNATURE = "autocast_signature", KERNELS
+    C_SHIM = "c_shim", KERNELS
+    OP_LIST = "op_list", KERNELS
+    BOXED_KERNEL = "boxed_kernel", KERNELS
+    KERNEL_SIGNATURE_BREAKS = "kernel_signature_breaks", KERNELS
+    ARGUMENT_RENAMED = "argument_renamed", KERNELS
+    SCHEMA_BEHAVIOUR = "schema_behaviour", KERNELS
+    COPY_MATCHES_NEW = "copy_matches_new", KERNELS
+    # linked symbols: how the object meets the missing symbol, and how it is loaded
+    STILL_LOADED = "still_loaded", NATIVE
+    WEAK_REFERENCE = "weak_reference", NATIVE
+    CXX_RUNTIME = "cxx_runtime", NATIVE
+    LOADED_AT_IMPORT = "loaded_at_import", NATIVE
+    LOADED_WHEN_CALLED = "loaded_when_called", NATIVE
+    LOAD_GUARDED = "load_guarded", NATIVE
     # hook names and dropped attributes
     HOOK_DEFAULT_FAILS = "hook_default_fails", HOOKS
     HOOK_CALL_REACHES = "hook_call_reaches", HOOKS

@@ -19,6 +19,7 @@ from instep.impact.downstream.version_predicates import holds
 from instep.impact.join.constructor_calls import constructor_facts
 from instep.impact.join.fact_names import Fact
 from instep.impact.model import ChangeKind, CouplingKind, Reference, SymbolChange, VersionGate
+from instep.impact.upstream import c_shims
 from instep.impact.upstream.call_paths import CONSTRUCTION
 from instep.pyindex.model import SymbolKind
 from instep.pyindex.registrations import FALLBACK_CALLS, OVERRIDE_DECOMP, role_of
@@ -54,6 +55,8 @@ def facts_for(
         facts |= _gate_facts(ref.gate, frozenset(facts), new_version)
     if change.aspects == {ChangeKind.ANNOTATION}:
         facts.add(Fact.ONLY_ANNOTATIONS)
+    if kind is CouplingKind.C_SHIM and _shim_names_only(change):
+        facts.add(Fact.SHIM_NAMES_ONLY)  # C callers bind by position: the names do not matter
     problems = _replacement_facts(change, ref, kind, facts)
     if (
         kind is CouplingKind.IMPORT_USE
@@ -114,6 +117,15 @@ def _gate_facts(
         elif on_new is False:
             out.add(Fact.OLD_ONLY)
     return out
+
+
+def _shim_names_only(change: SymbolChange) -> bool:
+    """A C shim declaration whose parameter types stayed (only their names changed)."""
+    old_sig = change.old.signature if change.old is not None else None
+    new_sig = change.new.signature if change.new is not None else None
+    if old_sig is None or new_sig is None:
+        return False
+    return c_shims.parameter_types(old_sig) == c_shims.parameter_types(new_sig)
 
 
 def _replacement_facts(

@@ -17,7 +17,19 @@ never depends on which pass ended first. A pass may declare ``forked = True``: i
 starts in a forked child before the parent computes anything else, and reads only what
 :class:`JoinInputs` holds at that moment (its fields and the change index); the late
 services refuse a forked child (:meth:`JoinInputs.late`), so a pass cannot read the
-parent's later state by mistake. Nothing here finds a coupling or picks a verdict.
+parent's later state by mistake.
+
+A pass whose main work needs neither the diff nor the downstream index, only the sources
+(:class:`PassSources`: the three snapshots, the mode, the labels), declares
+``early = True`` and does that work in :meth:`JoinPass.prepare`: the runner's
+``start_early`` starts it in a forked child before the indexing (started, not waited for:
+"start early, collect later"), and :meth:`JoinPass.run` finds its result in
+``inputs.prepared[name]``. A pass that reads downstream files that are not Python names
+their suffixes in ``lists`` (the downstream snapshot lists them), and one that reads files
+no snapshot lists (shared objects) names them in :meth:`JoinPass.identity`, for the
+remembered report's key. A pass may add units of its own (``Findings.units``: a shared
+object that loses symbols is a change no upstream file diff holds). Nothing here finds a
+coupling or picks a verdict.
 """
 
 from __future__ import annotations
@@ -28,7 +40,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from instep.errors import BadInput
 from instep.impact.downstream.class_escapes import ClassEscapes
@@ -57,9 +69,13 @@ LinesOf = Callable[[UpstreamChange, SymbolChange], tuple[list[str] | None, list[
 class Found:
     """One coupling a pass found: what :meth:`CouplingBook.add` takes. ``kind`` None is
     the reference's own kind; ``per_file`` keeps one coupling per file (indirect
-    evidence); ``extra`` are facts the pass computed (``join/fact_names.py``)."""
+    evidence); ``extra`` are facts the pass computed (``join/fact_names.py``);
+    ``problems`` what the pass found broken itself (the rules' ``{problem}``), in place of
+    the signature problems the verdict finds."""
 
-    unit: int  # index of the unit in ``JoinInputs.units``
+    # index of the unit in ``JoinInputs.units``; ``len(inputs.units) + k`` for the k-th of
+    # the pass's own units (``Findings.units``)
+    unit: int
     change: SymbolChange
     ref: Reference
     kind: CouplingKind | None = None
@@ -68,15 +84,21 @@ class Found:
     extra: frozenset[str] = frozenset()
     per_file: bool = False
     evidence: str = ""
+    problems: tuple[str, ...] = ()
 
 
 @dataclass
 class Findings:
-    """What one pass gives: couplings to add (in order), places for later passes, stats."""
+    """What one pass gives: couplings to add (in order), places for later passes, stats
+    (counters and small tables, for people), the units the pass adds after the diff's,
+    and the fields of the report's scope it fills (:class:`~instep.impact_contract.Scope`:
+    what it read; two passes never fill the same field)."""
 
     couplings: list[Found] = field(default_factory=list)
     references: list[Reference] = field(default_factory=list)
-    stats: dict[str, int] = field(default_factory=dict)
+    stats: dict[str, Any] = field(default_factory=dict)
+    units: list[UpstreamChange] = field(default_factory=list)
+    scope: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -86,6 +108,20 @@ class Snapshots:
     old: Snapshot
     new: Snapshot
     down: Snapshot
+
+
+@dataclass(frozen=True)
+class PassSources:
+    """What an early pass's :meth:`JoinPass.prepare` reads, before any indexing: the three
+    snapshots, the mode (``release``: the sides are wheels or trees, with their built
+    libraries; ``git``/``patches``: revisions), each upstream side's label for people
+    (``torch 2.13.0``), which downstream paths ``--exclude`` leaves out, the cache root."""
+
+    snapshots: Snapshots
+    mode: str
+    labels: Mapping[str, str]  # 'old' / 'new' -> 'torch 2.13.0' (the label as given if none)
+    excluded: Callable[[str], bool]
+    cache_root: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -115,6 +151,9 @@ class JoinInputs:
     new_version: tuple[int, ...] | None
     jobs: int = 1
     cache_root: Path | None = None
+    sources: PassSources | None = None  # what early passes read (None: no early pass runs)
+    # the results of the early passes' ``prepare``, by pass name (the runner fills it)
+    prepared: dict[str, Any] = field(default_factory=dict)
     changes: ChangeIndex = field(init=False)
 
     def __post_init__(self) -> None:
@@ -211,7 +250,22 @@ class JoinPass(ABC):
     needs: ClassVar[tuple[str, ...]] = ()  # passes whose findings :meth:`run` reads
     forked: ClassVar[bool] = False  # starts in a forked child (reads no late service)
     counted_as: ClassVar[str | None] = None  # stat: how many of its couplings were new
+    early: ClassVar[bool] = False  # :meth:`prepare` starts before the indexing
+    # suffixes of the downstream files it reads that are not Python (listed for it)
+    lists: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def run(self, inputs: JoinInputs, earlier: Mapping[str, Findings]) -> Findings:
         """The pass's findings; ``earlier`` holds those of the passes in ``needs``."""
+
+    def prepare(self, sources: PassSources) -> Any:
+        """An early pass's work on the sources alone (no diff, no downstream index), in a
+        forked child started before the indexing (here when there is one job, no
+        ``fork``, or the child died); its result, picklable, is ``inputs.prepared[name]``
+        when :meth:`run` runs."""
+        raise NotImplementedError(f"join pass {self.name!r} is not early")
+
+    def identity(self, sources: PassSources) -> str:
+        """What the pass reads that no snapshot lists, named without reading it (the
+        remembered report's key changes when it does); '' when it reads nothing else."""
+        return ""

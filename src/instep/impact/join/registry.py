@@ -16,6 +16,8 @@ from instep.impact.join.dropped_attributes import InheritedAttributePass
 from instep.impact.join.fork_gaps import ForkGapPass
 from instep.impact.join.fork_search import ForkPass
 from instep.impact.join.hook_names import HookNamePass
+from instep.impact.join.kernel_couplings import RegisteredKernelPass
+from instep.impact.join.linked_symbol_pass import LinkedSymbolPass
 from instep.impact.join.op_couplings import HigherOrderOpPass, OpSchemaPass
 from instep.impact.join.pass_api import JoinPass
 from instep.impact.join.references import ReferencePass
@@ -24,8 +26,10 @@ PASSES: tuple[type[JoinPass], ...] = (
     ReferencePass,
     OpSchemaPass,
     HigherOrderOpPass,
+    RegisteredKernelPass,
     HookNamePass,
     InheritedAttributePass,
     ForkPass,
     ForkGapPass,
+    LinkedSymbolPass,
 )

@@ -151,6 +151,7 @@ def decide(
         problems=list(problems),
         owner=ref.owner,
         evidence=evidence,
+        role=ref.role,
     )
 
 

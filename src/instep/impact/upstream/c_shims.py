@@ -102,3 +102,21 @@ def declarations(path: str, text: str) -> list[Symbol]:
             ),
         )
     return list(out.values())
+
+
+def parameter_types(signature: str) -> tuple[str, ...]:
+    """The C types of a declaration's parameter list (``AtenTensorHandle grad, double p``
+    -> ``('AtenTensorHandle', 'double')``): what a C caller binds by position; the names
+    are left out (a parameter written without a name keeps its whole text)."""
+    out = []
+    for part in signature.split(","):
+        part = " ".join(part.split())
+        if not part:
+            continue
+        m = _PARAMETER_NAME.search(part)
+        out.append(part[: m.start()].strip() if m and m.start() > 0 else part)
+    return tuple(out)
+
+
+# the name ending a C parameter declaration ('const int64_t* output_size' -> 'output_size')
+_PARAMETER_NAME = re.compile(r"(?<=[\s*&])[A-Za-z_]\w*$")

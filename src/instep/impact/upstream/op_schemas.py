@@ -79,7 +79,7 @@ class Schema:
         return next((a for a in self.arguments if a.name == name), None)
 
 
-def _split_top(text: str) -> list[str]:
+def split_top(text: str) -> list[str]:
     """Split at commas outside brackets: ``int[2] a, Tensor(a!) b`` -> two parts."""
     parts, depth, start = [], 0, 0
     for i, ch in enumerate(text):
@@ -110,7 +110,7 @@ def parse_schema(func: str) -> Schema:
         raise ValueError(f"unbalanced parentheses in {func!r}")
     args: list[Argument] = []
     kwarg_only = False
-    for part in _split_top(rest[:end]):
+    for part in split_top(rest[:end]):
         if part == "*":
             kwarg_only = True
             continue

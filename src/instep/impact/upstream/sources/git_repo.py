@@ -17,7 +17,7 @@ import os
 import re
 import subprocess
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -238,6 +238,7 @@ class GitSnapshot:
         label: str | None = None,
         max_bytes: int = DEFAULT_MAX_BYTES,
         owns_repo: bool = False,
+        also: Callable[[str], bool] | None = None,
     ) -> None:
         self.repo = repo
         self.rev = rev
@@ -245,6 +246,7 @@ class GitSnapshot:
         self.label = label if label is not None else f"{repo.path.name}@{rev}"
         self.max_bytes = max_bytes
         self._owns_repo = owns_repo
+        self.also = also  # further paths to list (a downstream's yaml and C++ files)
         self._blobs: dict[str, str] | None = None
 
     def __repr__(self) -> str:
@@ -254,7 +256,7 @@ class GitSnapshot:
         if self._blobs is None:
             blobs: dict[str, str] = {}
             for path, object_id, size in self.repo.ls_tree(self.sha):
-                if not is_source_path(path):
+                if not (is_source_path(path) or (self.also and self.also(path))):
                     continue
                 if size > self.max_bytes:
                     log.warning(

@@ -9,6 +9,7 @@ is the job of its own module.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from instep.errors import BadInput, MissingInput
@@ -27,17 +28,24 @@ def _looks_like_path(text: str) -> bool:
     return text.startswith(("/", ".", "~")) or "/" in text or "\\" in text
 
 
-def open_snapshot(spec: str, cache_dir: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Snapshot:
-    """The snapshot ``spec`` names; close it with ``close()`` (or ``with``) when done."""
+def open_snapshot(
+    spec: str,
+    cache_dir: Path,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    also: Callable[[str], bool] | None = None,
+) -> Snapshot:
+    """The snapshot ``spec`` names; close it with ``close()`` (or ``with``) when done.
+    ``also``: further paths to list beside the source files (a downstream's native files)."""
     text = spec.strip()
     if not text:
         raise BadInput(f"empty source: expected {FORMS}")
     path = Path(text).expanduser()
     if path.exists():
         if path.is_dir():
-            return TreeSnapshot(path, label=text, max_bytes=max_bytes)
+            return TreeSnapshot(path, label=text, max_bytes=max_bytes, also=also)
         if path.suffix == ".whl":
-            return WheelSnapshot(path, label=path.name, max_bytes=max_bytes)
+            return WheelSnapshot(path, label=path.name, max_bytes=max_bytes, also=also)
         raise BadInput(f"{text} is a file but not a .whl wheel: expected {FORMS}")
     if "@" in text:
         repo_text, _, rev = text.rpartition("@")
@@ -47,13 +55,18 @@ def open_snapshot(spec: str, cache_dir: Path, *, max_bytes: int = DEFAULT_MAX_BY
                 raise BadInput(f"{text} names no revision after '@': expected PATH@REV")
             repo = GitRepo(repo_path)
             return GitSnapshot(
-                repo, rev, label=f"{repo_path.name}@{rev}", max_bytes=max_bytes, owns_repo=True
+                repo,
+                rev,
+                label=f"{repo_path.name}@{rev}",
+                max_bytes=max_bytes,
+                owns_repo=True,
+                also=also,
             )
         if repo_text and _looks_like_path(repo_text):
             raise MissingInput(f"git repository path does not exist: {repo_path} (from {text})")
     if is_pip_requirement(text):
         wheel = download_wheel(text, cache_dir)
-        return WheelSnapshot(wheel, label=text, max_bytes=max_bytes)
+        return WheelSnapshot(wheel, label=text, max_bytes=max_bytes, also=also)
     if _looks_like_path(text) or text.endswith(".whl"):
         raise MissingInput(f"path does not exist: {text}")
     raise BadInput(f"cannot read {text!r} as a source: expected {FORMS}")

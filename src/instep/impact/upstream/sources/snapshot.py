@@ -114,7 +114,12 @@ class TreeSnapshot:
     """
 
     def __init__(
-        self, root: Path, label: str | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES
+        self,
+        root: Path,
+        label: str | None = None,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        also: Callable[[str], bool] | None = None,
     ) -> None:
         root = Path(root).expanduser()
         if not root.exists():
@@ -124,6 +129,7 @@ class TreeSnapshot:
         self.root = root
         self.label = label if label is not None else str(root)
         self.max_bytes = max_bytes
+        self.also = also  # further paths to list (a downstream's yaml and C++ files)
         self._files: dict[str, Path] | None = None
         self._digests: dict[str, str] = {}
 
@@ -212,7 +218,7 @@ class TreeSnapshot:
                 except OSError as exc:
                     log.warning("skipping %s: %s", entry.path, exc)
                     continue
-                if not is_source_path(child_rel):
+                if not (is_source_path(child_rel) or (self.also and self.also(child_rel))):
                     continue
                 if self._accept_file(Path(entry.path)):
                     files[child_rel] = Path(entry.path)

@@ -17,6 +17,7 @@ import os
 import re
 import zipfile
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 from instep.errors import BadInput, MissingInput
@@ -31,7 +32,12 @@ class WheelSnapshot:
     """The source members (``*.py``, C shim headers) of a wheel, by installed path."""
 
     def __init__(
-        self, wheel: Path, label: str | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES
+        self,
+        wheel: Path,
+        label: str | None = None,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        also: Callable[[str], bool] | None = None,
     ) -> None:
         wheel = Path(wheel).expanduser()
         if not wheel.exists():
@@ -57,7 +63,7 @@ class WheelSnapshot:
                 continue
             if name.endswith(".dist-info/RECORD") and name.count("/") == 1:
                 record_name = name
-            if not is_source_path(name):
+            if not (is_source_path(name) or (also is not None and also(name))):
                 continue
             path = _DATA_LIB.sub("", name, count=1)
             if info.file_size > max_bytes:
@@ -88,6 +94,12 @@ class WheelSnapshot:
             if len(row) >= 2 and row[1].startswith("sha256="):
                 record[row[0]] = row[1]
         return record
+
+    def entries(self) -> list[zipfile.ZipInfo]:
+        """Every member of the wheel, from the central directory read when it was opened:
+        for the readers of what is not source (shared objects, C++ headers), so that the
+        directory of a 15,000-member torch wheel is parsed once."""
+        return self._zip.infolist()
 
     @property
     def has_record(self) -> bool:
