@@ -23,6 +23,7 @@ def _doc(*units: tuple[str, list[str]]) -> ImpactDocument:
         "tool": "instep test",
         "generated_at": "",
         "lang": "en",
+        "scope": None,
         "definitions": {"actions": {}, "counting": ""},
         "upstream": {"mode": "release", "old": "a", "new": "b"},
         "downstream": {"source": "", "files": None, "references": None},
@@ -68,6 +69,7 @@ def _unit(uid: str, tests: list[str]) -> dict:
         "best_effort": False,
         "problems": [],
         "evidence": "",
+        "role": None,
     }
     return {
         "id": uid,

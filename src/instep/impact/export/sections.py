@@ -123,11 +123,17 @@ def act_now(report: ImpactReport) -> list[ShimLine]:
             ):
                 old_sig = f"({change.old.signature or ''})"
                 new_sig = f"({change.new.signature or ''})"
-                delta = delta_text(
-                    change.old.signature or "",
-                    change.new.signature or "",
-                    change.old.returns,
-                    change.new.returns,
+                # a C++ symbol's parameter types: the two lists as they are (the delta
+                # reads Python parameters)
+                delta = (
+                    f"{old_sig} -> {new_sig}"
+                    if change.symbol_kind in NATIVE_KINDS
+                    else delta_text(
+                        change.old.signature or "",
+                        change.new.signature or "",
+                        change.old.returns,
+                        change.new.returns,
+                    )
                 )
             lines.append(
                 ShimLine(
