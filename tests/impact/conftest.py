@@ -10,7 +10,7 @@ need them skip. Never a path of one machine.
 The older pair, torch 2.12.0 -> 2.13.0 on torch-npu 2.12.0 (:func:`wheels_2_12`), runs only
 when ``INSTEP_WHEELS`` holds its two further wheels, or with ``INSTEP_REALWORLD_2_12=1``
 (then downloaded): CI sets neither. Its torch 2.12.0 wheel is a 532 MB download, and its
-cold analysis about 70 CPU-s more, for rows (the removed named-tensor symbols and
+cold analysis about 78 CPU-s more, for rows (the removed named-tensor symbols and
 overloads) that the tests on ELF files and git repositories the tests build cover too;
 docs/validation/impact-native.md has the figures of that choice.
 """

@@ -2,6 +2,13 @@
 against the torch releases it meets, in the whole report ``instep impact`` makes from the
 real wheels (tests/impact/conftest.py: ``release_doc``, shared with the golden rows, and
 ``release_doc_2_12``, which runs only when its wheels are at hand or asked for).
+
+The 2.12.0 -> 2.13.0 tests run only with ``INSTEP_REALWORLD_2_12=1`` (then torch 2.12.0,
+532 MB, and torch-npu 2.12.0, 40 MB, are downloaded) or an ``INSTEP_WHEELS`` folder holding
+those two wheels: CI sets neither. They cost one more cold analysis, about 78 CPU-s (the
+2.13.0 -> 2.14.1 tests share the golden test's analysis and add only their assertions), for
+rows the tests on ELF files and git repositories the tests build cover too
+(docs/validation/impact-native.md, "On the merged code").
 """
 
 from __future__ import annotations
