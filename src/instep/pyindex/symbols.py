@@ -59,7 +59,9 @@ from instep.pyindex.unparse import unparse
 log = logging.getLogger(__name__)
 
 # Bump when the shape or the meaning of a FileIndex changes (cache namespaces carry it).
-FORMAT_VERSION = 4  # 4: neutral rewrites seen through, Symbol.stub (pyindex.neutral)
+# 3: the __init__ that @dataclass synthesises (pyindex.dataclass_init); 4: deprecations;
+# 5: neutral rewrites seen through, Symbol.stub (pyindex.neutral)
+FORMAT_VERSION = 5
 
 VALUE_DISPLAY_CHARS = 300  # Symbol.value is truncated for display; the hash sees all of it
 BLOCK_NAME_CHARS = 80
@@ -520,6 +522,7 @@ class _Indexer:
             calls=_call_names(funcs) | inner_calls,
             registrations=tuple(registrations_of_decorators(node.decorator_list, self.path, qual)),
             stub=is_stub_body(body),
+            **_deprecation(node),
         )
         out[position] = sym
         if prefix and self.units is not None:
@@ -1053,3 +1056,68 @@ def index_against(
         stats.parsed_lines += end - start + 1 - sum(u.end - u.start for u in reuse.values())
         stats.reused_units += len(reuse)
     return _assemble(path, chunks)
+
+
+# --- deprecated wrappers -----------------------------------------------------------------
+
+_WARNERS = ("warn", "warning", "warn_once", "warn_deprecated", "_warn_deprecated")
+_DEPRECATION_CATEGORIES = ("DeprecationWarning", "FutureWarning", "PendingDeprecationWarning")
+_SHORT_BODY = 4  # statements (docstring aside) a deprecated wrapper has at most
+
+
+def _deprecation(node: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, str]:
+    """``deprecated``/``delegates`` of a def that announces its deprecation: a
+    ``@deprecated("...")`` decorator, or a short body that warns (``warnings.warn`` with a
+    deprecation category or message, a logger's ``warning`` whose message says
+    "deprecated") and, for ``delegates``, ends by calling another name
+    (``return new(*args, **kwargs)``). Empty for every other def (cheap: one look at a
+    short body)."""
+    out: dict[str, str] = {}
+    for dec in node.decorator_list:
+        call = dec if isinstance(dec, ast.Call) else None
+        name = dotted_name(call.func if call is not None else dec) or ""
+        if name.rsplit(".", 1)[-1] == "deprecated":
+            message = _message(call.args[0]) if call is not None and call.args else None
+            out["deprecated"] = message or "deprecated"
+    body = _strip_docstring(node.body)
+    if len(body) > _SHORT_BODY:
+        return out
+    for stmt in body:
+        if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+            continue
+        call = stmt.value
+        if (dotted_name(call.func) or "").rsplit(".", 1)[-1] not in _WARNERS:
+            continue
+        message = _message(call.args[0]) if call.args else None
+        category = [
+            dotted_name(a) or ""
+            for a in [*call.args[1:2], *(k.value for k in call.keywords if k.arg == "category")]
+        ]
+        by_category = any(c.rsplit(".", 1)[-1] in _DEPRECATION_CATEGORIES for c in category)
+        if by_category or (message is not None and "deprecat" in message.lower()):
+            out.setdefault("deprecated", message or "deprecated")
+    if "deprecated" in out and body:
+        last = body[-1]
+        value = last.value if isinstance(last, (ast.Return, ast.Expr)) else None
+        if isinstance(value, ast.Call):
+            callee = dotted_name(value.func)
+            if callee and callee.rsplit(".", 1)[-1] not in _WARNERS:
+                out["delegates"] = callee
+    return out
+
+
+def _message(node: ast.expr) -> str | None:
+    """The text of a warning message: a string, an f-string (its literal parts, ``{}``
+    for the values), strings joined by ``+`` or implicit concatenation."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(
+            v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else "{}"
+            for v in node.values
+        )
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _message(node.left), _message(node.right)
+        if left is not None and right is not None:
+            return left + right
+    return None

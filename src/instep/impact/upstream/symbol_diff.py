@@ -37,6 +37,8 @@ from functools import lru_cache
 
 from instep.impact.model import ChangeKind, Stage, SymbolChange
 from instep.impact.upstream.file_index import index_against, index_text
+from instep.impact.upstream.kept_names import kept_old_names
+from instep.impact.upstream.stages import registry_stage
 from instep.impact.upstream.typing_bases import typing_classes, typing_only
 from instep.pyindex.model import Symbol, SymbolKind
 from instep.pyindex.symbols import FileIndex, decode_or_error
@@ -56,7 +58,8 @@ _RANK = {
 }
 _CALLABLES = (SymbolKind.FUNCTION, SymbolKind.METHOD)
 _VALUES = (SymbolKind.ASSIGNMENT, SymbolKind.CLASS_ATTRIBUTE)
-DIFF_FORMAT_VERSION = 5  # bump when what a diff reports changes (5: typing-only bases)
+# bump when what a diff reports changes (5: typing-only bases; 6: stage of registered defs)
+DIFF_FORMAT_VERSION = 6
 DETAIL_VALUE_CHARS = 120
 MIN_RENAME_LINES = 3  # a function must span this many lines to be matched by body alone
 
@@ -180,6 +183,9 @@ def _change(
     sym = new if new is not None else old
     assert sym is not None
     also = tuple(sorted(set(aspects) - {kind}, key=_RANK.__getitem__))
+    registrars = [r.registrar for s in (old, new) if s is not None for r in s.registrations]
+    if registrars:  # a registered def takes effect where its registry is consulted
+        stage = registry_stage(registrars) or stage
     return SymbolChange(
         path=path,
         qualname=sym.qualname,
@@ -471,7 +477,12 @@ def join(diffs: list[FileDiff]) -> list[SymbolChange]:
         old_table = MemberTable({q: m for (side, q), m in d.members.items() if side == "old"})
         new_table = MemberTable({q: m for (side, q), m in d.members.items() if side == "new"})
         for change in d.changes:
-            stages[d.path] = change.stage
+            # the path's stage (a registered def's own stage is its registry's, which
+            # _change derives again for every change made below)
+            if not any(x is not None and x.registrations for x in (change.old, change.new)):
+                stages[d.path] = change.stage
+            else:
+                stages.setdefault(d.path, change.stage)
             if change.kind is ChangeKind.REMOVED:
                 removed.append(_Side(d.path, change.old, old_table))  # type: ignore[arg-type]
             elif change.kind is ChangeKind.ADDED:
@@ -491,6 +502,7 @@ def join(diffs: list[FileDiff]) -> list[SymbolChange]:
         _change(s.path, stages[s.path], ChangeKind.REMOVED, s.symbol, None) for s in removed
     ]
     changes += [_change(s.path, stages[s.path], ChangeKind.ADDED, None, s.symbol) for s in added]
+    changes = kept_old_names(changes)
     changes.sort(key=_sort_key)
     return changes
 
