@@ -31,7 +31,7 @@ from instep.store import Store
 #: the fingerprint of every schema version's records and vocabularies (append only: a
 #: change to the records is a new version, see the versioning rule in the module; 3 was
 #: rewritten while the branch that made it merged its second half, before any release)
-FINGERPRINTS = {2: "92213a3bc06b79d7", 3: "0079388955ee800c"}
+FINGERPRINTS = {2: "92213a3bc06b79d7", 3: "0079388955ee800c", 4: "61ab1e4b67c98af1"}
 
 
 #: version checks of the kinds real backends write, added to the fixture's downstream so
@@ -90,6 +90,22 @@ def test_a_real_report_round_trips(documents, mode):
     assert [d.at for d in doc.compat_debt] == ["torch_npu/versions.py:7"]
     assert doc.hotspots and contract.Action.SHIM in {u.action for u in doc.units}
     assert (doc.upstream.range is not None) == (mode == "git")
+    # schema 3's records: the definitions, the counts, the suggested tests with their rules
+    assert list(doc.definitions.actions) == [
+        contract.Action.SHIM,
+        contract.Action.TEST,
+        contract.Action.CHECK,
+    ]
+    assert sum(c.couplings for c in doc.summary.counts.values()) == doc.summary.couplings
+    assert sum(c.places for c in doc.summary.counts.values()) == doc.summary.places
+    tests = [t for u in doc.units for t in u.tests]
+    assert {t.kind for t in tests} >= {
+        contract.SuggestionKind.BUILTIN,
+        contract.SuggestionKind.DOWNSTREAM,
+    }
+    assert all(
+        u.suggested_tests == tuple(dict.fromkeys(t.test for t in u.tests)) for u in doc.units
+    )
 
     text = doc.to_json()
     back = ImpactDocument.from_json(text)
@@ -123,9 +139,9 @@ def _variant(documents, tmp_path: Path, name: str, edit) -> Path:
     return path
 
 
-def _older(raw: dict) -> None:  # as instep.impact/1 wrote it before a field was added
-    raw["schema"] = "instep.impact/1"
-    del raw["hotspots"]
+def _older(raw: dict) -> None:  # as instep.impact/3 wrote it, before definitions were added
+    raw["schema"] = "instep.impact/3"
+    del raw["definitions"]
 
 
 def _newer(raw: dict) -> None:  # a later version with a field this one does not know
@@ -133,7 +149,7 @@ def _newer(raw: dict) -> None:  # a later version with a field this one does not
     raw["units"][0]["python_symbols"] = []
 
 
-@pytest.mark.parametrize(("edit", "version"), [(_older, 1), (_newer, contract.SCHEMA_VERSION + 1)])
+@pytest.mark.parametrize(("edit", "version"), [(_older, 3), (_newer, contract.SCHEMA_VERSION + 1)])
 def test_another_schema_version_is_one_line_naming_both(documents, tmp_path, edit, version):
     path = _variant(documents, tmp_path, f"v{version}.json", edit)
     expected = (
@@ -185,7 +201,7 @@ def _store_state(db: Path) -> str:
     return hashlib.sha256(db.read_bytes()).hexdigest() if db.exists() else "absent"
 
 
-@pytest.mark.parametrize(("edit", "version"), [(_older, 1), (_newer, contract.SCHEMA_VERSION + 1)])
+@pytest.mark.parametrize(("edit", "version"), [(_older, 3), (_newer, contract.SCHEMA_VERSION + 1)])
 def test_run_and_triage_refuse_another_version_and_store_nothing(
     documents, tmp_path, edit, version
 ):

@@ -14,14 +14,19 @@ one integer ``N`` (:data:`SCHEMA_VERSION`). Any change to what a record holds bu
 field added, removed, renamed or retyped, a member added to or removed from a vocabulary
 (a new coupling kind too). A reader accepts exactly the version it was built with: a report
 of an older or newer version is a one-line error naming the file and both versions
-(``--impact i.json: impact report schema 2, this instep reads schema 3; re-run instep
+(``--impact i.json: impact report schema 3, this instep reads schema 4; re-run instep
 impact with this instep``, exit 2). Within a version every record has exactly its fields
 (an unknown or missing field is an error, as is a value outside its vocabulary or of
 another type), except ``stats``: timings and counters for people, read by no engine,
 whose keys may change within a version. N was 1 while fields were only added, and read by
 string keys; 2 is the first typed version (the same fields as the last 1); 3 adds the C++
 half of a backend (the coupling kinds ``registered_kernel`` and ``linked_symbol``, a
-coupling's ``role``, the ``library`` unit, the native symbol kinds, the report's ``scope``).
+coupling's ``role``, the ``library`` unit, the native symbol kinds, the report's ``scope``);
+4 adds what a team reads first and the tests it runs: ``definitions`` (what Shim, Test and
+Check mean, how things are counted), ``summary.places`` and ``summary.counts`` (units,
+couplings and places per action, counted one way), per unit ``tests`` (each suggested test
+with the rule that chose it, :class:`SuggestedTest`, and the vocabulary
+:class:`SuggestionKind`) and per change ``deprecation`` (a rename that keeps the old name).
 
 Not here: deciding anything (the impact engine's), rendering for people (``impact/export``),
 selecting tests (``suites/impact_selection.py``), attribution (``triage/culprits.py``).
@@ -44,7 +49,7 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 from instep.errors import BadInput, MissingInput
 from instep.pyindex.model import SymbolKind, Vocab
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 SCHEMA = f"instep.impact/{SCHEMA_VERSION}"
 _SCHEMA_PREFIX = "instep.impact/"
 
@@ -143,6 +148,15 @@ class UnitKind(Vocab):
     LIBRARY = "library"  # a downstream shared object that loses linked upstream symbols
 
 
+class SuggestionKind(Vocab):
+    """Where a suggested test comes from (``impact/join/test_suggestions.py``)."""
+
+    OPINFO = "opinfo"  # OpInfo cases of an operator, through instep's L5 suite
+    BUILTIN = "builtin"  # a case of instep's own suites (L1 smoke)
+    UPSTREAM = "upstream"  # an upstream test file, or a test function a commit touched
+    DOWNSTREAM = "downstream"  # a downstream test file importing a coupled module
+
+
 class UpstreamMode(Vocab):
     RELEASE = "release"  # two trees, wheels or pip specs
     GIT = "git"  # a commit range
@@ -221,9 +235,31 @@ class Change:
     stage: Stage
     detail: str
     renamed_from: str | None
+    # a rename that keeps the old name (an alias ``Old = New``, or a def that warns and
+    # calls the new one): "renamed to `New`, old name kept with a warning (until 2.16)"
+    deprecation: str
     old_line: int | None
     new_line: int | None
     registrations: tuple[str, ...]  # registration keys (op:aten.expand, ...)
+
+
+@dataclass(frozen=True)
+class SuggestedTest:
+    """A test to run for some changed upstream symbols, with the rule that chose it.
+
+    ``test`` is what ``instep run`` selects: ``opinfo:sum`` (the L5 OpInfo cases of the
+    operator, ``opinfo:cdist:grad`` with gradients), ``instep:smoke/test_l1_smoke.py::
+    test_smoke[pointwise]`` (a shipped case), ``test/inductor/test_x.py::TestX::test_y`` or
+    a test file (upstream or downstream, relative to its tree).
+    """
+
+    __pydantic_config__: ClassVar[ConfigDict] = _STRICT
+
+    test: str
+    kind: SuggestionKind
+    rule: str  # 'op.registered', 'op.schema', 'op.reaches', 'stage.case', 'commit.touched', ...
+    symbols: tuple[str, ...]  # the changed upstream symbols (path::qualname) it exercises
+    why: str  # the evidence: the call chain, the schema line, the case's reason
 
 
 @dataclass(frozen=True)
@@ -249,7 +285,9 @@ class Unit:
     stage: Stage
     coupling_kinds: tuple[CouplingKind, ...]
     couplings: tuple[Coupling, ...]
-    suggested_tests: tuple[str, ...]  # upstream tests first, then downstream tests (paths)
+    # the distinct ``test`` of :attr:`tests`, most specific first (at most 20)
+    suggested_tests: tuple[str, ...]
+    tests: tuple[SuggestedTest, ...]  # every suggestion with its rule, symbols and evidence
     rationale: str
 
 
@@ -351,6 +389,19 @@ class Scope:
 
 
 @dataclass(frozen=True)
+class Counts:
+    """Units, couplings and downstream places of one action, each counted once: a unit and
+    a place under the strongest action of their couplings, a coupling under its own; an
+    import line is no place (docs/impact.md, "Counting")."""
+
+    __pydantic_config__: ClassVar[ConfigDict] = _STRICT
+
+    units: int
+    couplings: int
+    places: int
+
+
+@dataclass(frozen=True)
 class Summary:
     """The units and couplings counted (each count is over :attr:`ImpactDocument.units`)."""
 
@@ -359,6 +410,8 @@ class Summary:
     units: int
     coupled_units: int
     couplings: int
+    places: int  # downstream places holding a coupling (an import line is none)
+    counts: Mapping[Action, Counts]  # per action, Shim first: the reports' one way of counting
     by_action: Mapping[Action, int]
     by_risk: Mapping[Risk, int]
     by_stage_action: Mapping[Stage, Mapping[Action, int]]
@@ -366,6 +419,17 @@ class Summary:
     already_adapted: int
     refusals: int
     module_refusals: int
+
+
+@dataclass(frozen=True)
+class Definitions:
+    """What the three actions mean and how the report counts, one line each (in the
+    report's language): the lines the Markdown and HTML reports open with."""
+
+    __pydantic_config__: ClassVar[ConfigDict] = _STRICT
+
+    actions: Mapping[Action, str]  # Shim, Test, Check -> what it asks of the team
+    counting: str  # what a unit, a coupling and a place are, and under which action each counts
 
 
 @dataclass(frozen=True)
@@ -379,6 +443,7 @@ class ImpactDocument:
     generated_at: str  # ISO-8601, UTC
     lang: str  # 'en' | 'zh'
     scope: Scope | None  # what was read (None only for a report not made by an analysis)
+    definitions: Definitions
     upstream: Upstream
     downstream: Downstream
     summary: Summary
@@ -427,6 +492,7 @@ RECORDS: tuple[type, ...] = (
     Gate,
     Coupling,
     Change,
+    SuggestedTest,
     Unit,
     Refusal,
     Hotspot,
@@ -435,7 +501,9 @@ RECORDS: tuple[type, ...] = (
     Downstream,
     UnreadObject,
     Scope,
+    Counts,
     Summary,
+    Definitions,
     ImpactDocument,
 )
 #: records whose JSON object is their fields as they are (all but those omitting a field)

@@ -82,13 +82,11 @@ def wheels_2_12(real_wheels, tmp_path_factory) -> dict[str, Path]:
     return {"old": found["old"], "new": real_wheels["old"], "down": found["down"]}
 
 
-def _whole_report(wheels: dict[str, Path], cache: Path) -> dict:
-    """The report of ``wheels`` as ``instep impact`` makes it, as a user's JSON reader
-    sees it."""
+def _whole_analysis(wheels: dict[str, Path], cache: Path):
+    """The report of ``wheels`` as ``instep impact`` makes it (the engine's object)."""
     from instep.impact.analysis import ImpactRequest, analyse
-    from instep.impact.export.json_doc import as_document
 
-    report = analyse(
+    return analyse(
         ImpactRequest(
             downstream=str(wheels["down"]),
             upstream_old=str(wheels["old"]),
@@ -96,19 +94,32 @@ def _whole_report(wheels: dict[str, Path], cache: Path) -> dict:
             cache_dir=cache,
         )
     )
+
+
+def _as_read(report) -> dict:
+    """A report as a user's JSON reader sees it."""
+    from instep.impact.export.json_doc import as_document
+
     return json.loads(as_document(report).to_json())
 
 
 @pytest.fixture(scope="session")
-def release_doc(real_wheels, tmp_path_factory) -> dict:
-    """torch 2.13.0 -> 2.14.1 on torch-npu 2.13.0, whole (one cold analysis a session)."""
-    return _whole_report(real_wheels, _cache(tmp_path_factory))
+def release_report(real_wheels, tmp_path_factory):
+    """torch 2.13.0 -> 2.14.1 on torch-npu 2.13.0, whole (one cold analysis a session),
+    as the renderers take it (sections, Markdown)."""
+    return _whole_analysis(real_wheels, _cache(tmp_path_factory))
+
+
+@pytest.fixture(scope="session")
+def release_doc(release_report) -> dict:
+    """The same report as a user's JSON reader sees it."""
+    return _as_read(release_report)
 
 
 @pytest.fixture(scope="session")
 def release_doc_2_12(wheels_2_12, tmp_path_factory) -> dict:
     """torch 2.12.0 -> 2.13.0 on torch-npu 2.12.0, whole."""
-    return _whole_report(wheels_2_12, _cache(tmp_path_factory))
+    return _as_read(_whole_analysis(wheels_2_12, _cache(tmp_path_factory)))
 
 
 class WheelFiles:

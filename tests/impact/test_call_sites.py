@@ -189,7 +189,8 @@ def test_calls_that_still_bind_need_a_test_not_a_code_change(doc):
         "signature.calls_fit",
     )
     assert got[("scale", "return scale(x, factor=2) + scale(x)")][3] == "signature.calls_fit"
-    assert got[("Buf.__init__", "return isinstance(x, (Buf, int))")][3] == "signature.calls_fit"
+    # isinstance runs no __init__: a type position couples to no member (use.type_position)
+    assert ("Buf.__init__", "return isinstance(x, (Buf, int))") not in got
 
 
 def test_calls_that_cannot_be_told_stay_unsure(doc):

@@ -84,7 +84,7 @@ def _report(lang: str = "en") -> ImpactReport:
 
 def test_json_schema_fields():
     doc = json.loads(render(_report(), "json"))
-    assert doc["schema"] == "instep.impact/3"
+    assert doc["schema"] == "instep.impact/4"
     unit = doc["units"][0]
     for key in (
         "id",
@@ -97,6 +97,7 @@ def test_json_schema_fields():
         "stage",
         "couplings",
         "suggested_tests",
+        "tests",
         "rationale",
     ):
         assert key in unit

@@ -88,3 +88,78 @@ def test_uncoupled_golden_rows_have_no_shim(release_doc):
         for sym in diff[row["id"]]["changed_symbols"]:
             ref = re.sub(r"\s*\(.*\)$", "", sym)
             assert not [c for c in _couplings(release_doc, ref) if c["action"] == "Shim"], ref
+
+
+# The README's report: the Test places listed under "Test these" whose change no test
+# reaches, each named with why (docs/validation/impact-adaptations.md, "Runnable tests"):
+# a member that runs only under a config the suites do not set, or that no operator's
+# lowering calls by name. A new one fails here.
+NO_TEST_FOR = {
+    # Triton templates run only under max-autotune (use_triton_template)
+    "torch/_inductor/select_algorithm.py::TritonTemplate.generate",
+    "torch/_inductor/select_algorithm.py::TritonTemplateKernel.jit_lines",
+    "torch/_inductor/codegen/cuda_combined_scheduling.py::CUDACombinedScheduling.codegen_template",
+    # combo kernels run only with config.combo_kernels
+    "torch/_inductor/codegen/triton_combo_kernel.py::ComboKernel.jit_line",
+    # sympy's printer dispatches by expression type: no caller names it
+    "torch/_inductor/codegen/triton.py::TritonPrinter._print_ToFloat",
+    # the operators whose lowerings reach it (cumsum, cumprod, cummax, cummin,
+    # logcumsumexp) are all in torch_npu's TORCH_NATIVE_FALLBACK_LIST: run eagerly there
+    "torch/_inductor/codegen/triton.py::TritonKernel.scan",
+    # a new flex-decoding helper a fork lacks; flex attention has no OpInfo in op_db
+    "torch/_inductor/kernel/flex/flex_decoding.py::raise_flex_decoding_kernel_options_error",
+    # every route runs under a branch the backend never takes (route_conditions): sum's
+    # and the pools' through Reduction.create only for a strict-sum multi-row reduction
+    # (a CUDA tensor); the lowerings that call ops.masked themselves (constant_pad_nd,
+    # slice_scatter, cat, ...) are in torch_npu's fallback lists, the jagged one CUDA only
+    "torch/_inductor/codegen/triton.py::TritonKernelOverrides.masked",
+    # every route reaches it through is_big_gpu, which calls it only for an int index;
+    # the template path passes a device
+    "torch/_inductor/utils.py::get_gpu_type",
+}
+
+
+def test_readme_report_test_rows_carry_a_command(release_report):
+    """At least 15 of the 25 "Test these" rows run a test of the change they name."""
+    from instep.impact.export import sections
+    from instep.impact.export.markdown import render_markdown
+
+    sec = sections.build(release_report)
+    assert len(sec.test_these) == 25
+    with_tests = [p for p in sec.test_these if p.tests]
+    without = {p.top.coupling.upstream for p in sec.test_these if not p.tests}
+    assert len(with_tests) >= 15, without
+    assert without <= NO_TEST_FOR, without - NO_TEST_FOR
+    md = render_markdown(release_report)
+    rows = [ln for ln in md.split("## Test these", 1)[1].splitlines() if re.match(r"\| \d", ln)]
+    assert sum(1 for ln in rows if ln.rsplit(" | ", 1)[1].startswith("`instep run ")) == len(
+        with_tests
+    )
+    # each OpInfo test the rows name is an entry of torch 2.14.1's op_db
+    for place in with_tests:
+        for test in place.tests:
+            if test.kind == "opinfo":
+                assert "OpInfo `" in test.why and "common_methods_invocations.py:" in test.why
+
+
+def test_readme_report_counts_as_its_json(release_report, release_doc):
+    from instep.impact.export.markdown import render_markdown
+
+    md = render_markdown(release_report)
+    counts = release_doc["summary"]["counts"]
+    head = md.split("## Act now", 1)[0]
+    for action, c in counts.items():
+        assert re.search(
+            rf"^\| {action} \|[^|]*\| {c['units']} \| {c['couplings']} \| {c['places']} \|$",
+            head,
+            re.M,
+        ), action
+    assert f"of {counts['Test']['places']} Test places" in md
+
+
+def test_readme_report_names_renames_that_keep_the_old_name(release_doc):
+    changes = {c["symbol"]: c for u in release_doc["units"] for c in u["changes"]}
+    base = changes["torch/_custom_class_base.py::CustomClassBase"]
+    assert base["change"] == "renamed" and "kept as an alias" in base["deprecation"]
+    const = changes["torch/_library/opaque_object.py::is_opaque_constant_type"]
+    assert const["change"] == "renamed" and "kept with a warning" in const["deprecation"]

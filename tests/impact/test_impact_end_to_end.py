@@ -75,7 +75,11 @@ def test_expand_signature_is_shim_through_fork_and_registration(commit_doc):
     assert any(c["downstream"].startswith("torch_npu/_inductor/lowering_fx.py:") for c in shim)
     assert any("implicit" in c["detail"] for c in shim)
     assert "registration" in _kinds(unit)
-    assert "test/inductor/test_lowering.py" in unit["suggested_tests"]
+    # the test function the commit added, not its whole file (test_expand is unchanged)
+    assert "test/inductor/test_lowering.py::test_expand_implicit" in unit["suggested_tests"]
+    assert "test/inductor/test_lowering.py" not in unit["suggested_tests"]
+    touched = next(t for t in unit["tests"] if t["test"].endswith("::test_expand_implicit"))
+    assert (touched["kind"], touched["rule"]) == ("upstream", "commit.touched")
     # then the downstream test importing the module that registers its own expand
     assert unit["suggested_tests"][-1] == "test/_inductor/test_lowering_fx.py"
     assert "test/test_unrelated.py" not in unit["suggested_tests"]

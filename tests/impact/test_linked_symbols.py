@@ -240,5 +240,5 @@ def test_the_cli_summary_opens_with_the_scope(trees, instep):
     assert res.code == 0, res.err
     err = " ".join(res.err.split())
     assert "Read: 1 Python files; 2 shared objects, 6 linked upstream symbols checked" in err
-    assert err.index("Read: 1 Python files") < err.index("units (")
+    assert err.index("Read: 1 Python files") < err.index(" units: ")
     assert json.loads(res.out)["scope"]["shared_objects"] == 2

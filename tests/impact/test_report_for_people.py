@@ -53,6 +53,7 @@ def outputs(tmp_path_factory):
         assert cli_run(args + extra) == 0
         out[name] = path.read_text(encoding="utf-8")
     out["up"] = up.path
+    out["down"] = down
     return out
 
 
@@ -91,8 +92,16 @@ def test_act_now_lists_every_shim_with_both_sides(outputs):
     new_line = _line_of(up, "v2", "torch/_inductor/lowering.py", "def expand(")
     assert expand.startswith("- **torch_npu/_inductor/lowering_fx.py:8**")
     assert f"at torch/_inductor/lowering.py:{new_line} (signature, #101)" in expand
-    assert "`(x, sizes) -> (x, sizes, *, implicit=False)`" in expand
-    assert "does not accept keyword 'implicit'" in expand
+    # what changed, not the two full signatures (those are in --all's table and the JSON,
+    # and folded away in the HTML)
+    assert "signature `+ *, implicit=False`: does not accept keyword 'implicit'" in expand
+    assert "(x, sizes) -> (x, sizes, *, implicit=False)" not in outputs["md"].split("## Test")[0]
+    assert "(x, sizes, *, implicit=False)" in outputs["md_all"]
+    details = re.search(r'<details class="signatures">(.*?)</details>', outputs["html"], re.S)
+    assert "<code>(x, sizes)</code><br>→ <code>(x, sizes, *, implicit=False)</code>" in (
+        details.group(1)
+    )
+    assert '<code class="delta">+ *, implicit=False</code>' in outputs["html"]
     removed = next(ln for ln in lines if "::old_helper" in ln)
     old_line = _line_of(up, "v1", "torch/_inductor/lowering.py", "def old_helper(")
     assert removed.startswith("- **torch_npu/utils/dyn.py:2**")
@@ -123,9 +132,17 @@ def test_test_these_ranks_places_and_sinks_inherited_paths(outputs):
         ("import_use", "Check", "use.member_unnamed"),  # the file imports TritonKernel
         ("inherited_path", "Check", "inherited.member_unnamed"),
     ]
-    assert "torch_npu/_inductor/plugin.py::<module>" in rows[0] and rows[0].endswith("| 2 | none |")
+    # a patched Scheduler method reaches no operator: the smallest built-in case that
+    # runs the scheduler on the device (stage.case, impact/data/builtin_cases.toml)
+    assert "torch_npu/_inductor/plugin.py::<module>" in rows[0]
+    assert rows[0].endswith(
+        "| 2 | `instep run 'instep:smoke/test_l1_smoke.py::test_smoke[softmax_layernorm]'` |"
+    )
     load = next(ln for ln in rows if "NPUTritonKernel.load" in ln)
-    assert load.endswith("| test/_inductor/test_kernel.py |")
+    assert load.endswith(
+        "| `instep run 'instep:smoke/test_l1_smoke.py::test_smoke[pointwise]'`;"
+        " `instep run test/_inductor/test_kernel.py` (in the downstream checkout) |"
+    )
     priorities = [float(ln.split(" | ")[1]) for ln in rows]
     assert priorities == sorted(priorities, reverse=True)
     # the adapted coupling (behind the >= 2.14 gate) is not a place to test
@@ -175,7 +192,15 @@ def test_chinese_report_has_the_same_structure(outputs):
 def test_html_sections_and_table_rows(outputs):
     html = outputs["html"]
     ids = re.findall(r'<section id="([\w-]+)">', html)
-    assert ids == ["act-now", "test-these", "debt", "adapted", "by-stage", "table"]
+    assert ids == [
+        "counts-by-action",
+        "act-now",
+        "test-these",
+        "debt",
+        "adapted",
+        "by-stage",
+        "table",
+    ]
     doc = json.loads(outputs["json"])
 
     def rows(page: str) -> list[list]:
@@ -196,3 +221,105 @@ def test_empty_suggestions_say_why_and_how_to_get_some():
     trees = labels.tests_note_text(sections.TestsNote(3, 2, 40, 5), "en")
     assert "no test file names or imports" in trees and "--upstream-tests" not in trees
     assert "wheel 不带测试" in labels.tests_note_text(sections.TestsNote(1, 1, 0, 3), "zh")
+
+
+def _counts_in_table(text: str) -> dict[str, tuple[int, int, int]]:
+    rows = re.findall(
+        r"^\| (Shim|Test|Check|all) \|[^|]*\| (\d+) \| (\d+) \| (\d+) \|$", text, re.M
+    )
+    return {r[0]: (int(r[1]), int(r[2]), int(r[3])) for r in rows}
+
+
+def test_one_way_of_counting_in_every_format(outputs, tmp_path):
+    """Units, couplings and places per action: the JSON's summary, and the same numbers
+    at the top of the Markdown and the HTML, in the CSV's rows and the CLI summary."""
+    import csv
+    import io
+
+    doc = json.loads(outputs["json"])
+    counts = doc["summary"]["counts"]
+    want = {a: (c["units"], c["couplings"], c["places"]) for a, c in counts.items()}
+    want["all"] = tuple(sum(v[i] for v in want.values()) for i in range(3))
+    assert want["all"] == (
+        doc["summary"]["units"],
+        doc["summary"]["couplings"],
+        doc["summary"]["places"],
+    )
+    # recounted from the units: a unit and a place under their strongest coupling
+    places: dict[str, int] = {}
+    rank = {"Check": 0, "Test": 1, "Shim": 2}
+    for u in doc["units"]:
+        for c in u["couplings"]:
+            if c["owner"] is None and c["kind"] == "import_use":
+                continue  # an import line is no place
+            place = c["downstream"].rsplit(":", 1)[0] + "::" + (c["owner"] or "<module>")
+            places[place] = max(places.get(place, 0), rank[c["action"]])
+    for action, r in rank.items():
+        assert counts[action]["places"] == sum(1 for v in places.values() if v == r)
+        assert counts[action]["units"] == sum(1 for u in doc["units"] if u["action"] == action)
+    assert counts["Test"]["places"] > 0 and counts["Shim"]["units"] > 0
+    # the top of the Markdown: the three definitions with their counts
+    md = outputs["md"]
+    head = md.split("## Act now", 1)[0]
+    assert _counts_in_table(head) == want
+    for action in ("Shim", "Test", "Check"):
+        assert f"| {action} | {labels.SECTIONS['en']['means_' + action]} |" in head
+    assert doc["definitions"]["actions"]["Test"] == labels.SECTIONS["en"]["means_Test"]
+    assert doc["definitions"]["counting"] in head
+    zh = _counts_in_table(outputs["md_zh"].replace("| 合计 |", "| all |"))
+    assert zh == want
+    # Act now and Test these count the same way
+    assert (
+        f"{counts['Shim']['couplings']} Shim coupling(s) at {counts['Shim']['places']} place(s)"
+        in md
+    )
+    assert f"of {counts['Test']['places']} Test places" in md
+    # the HTML's table
+    html = outputs["html"]
+    for action, (units, couplings, n_places) in want.items():
+        row = re.search(rf'<tr data-action="{action}">(.*?)</tr>', html, re.S).group(1)
+        got = [int(x) for x in re.findall(r'data-count="\w+">(\d+)<', row)]
+        assert got == [units, couplings, n_places]
+    # the CSV: one row per unit, with its couplings per action
+    up = outputs["up"]
+    path = tmp_path / "impact.csv"
+    args = ["impact", "--upstream-git", str(up), "--range", "v1..v2", "--downstream"]
+    args += [str(outputs["down"]), "--format", "csv", "--out", str(path), "--no-cache"]
+    assert cli_run(args) == 0
+    table = list(csv.reader(io.StringIO(path.read_text(encoding="utf-8-sig"))))
+    head = next(i for i, r in enumerate(table) if not r[0].startswith("# "))  # the scope first
+    rows = [dict(zip(table[head], r, strict=True)) for r in table[head + 1 :]]
+    for action in ("Shim", "Test", "Check"):
+        assert sum(1 for r in rows if r["Action"] == action) == counts[action]["units"]
+        column = f"{action} couplings"
+        assert sum(int(r[column]) for r in rows) == counts[action]["couplings"]
+
+
+def test_the_cli_summary_counts_as_the_json(outputs, instep_proc):
+    up = outputs["up"]
+    args = ["impact", "--upstream-git", str(up), "--range", "v1..v2", "--downstream"]
+    args += [str(outputs["down"]), "--format", "json", "--no-cache"]
+    res = instep_proc(*args)
+    assert res.code == 0, res.err
+    counts = json.loads(res.out)["summary"]["counts"]
+    text = " ".join(res.err.split())
+    for what in ("units", "couplings", "places"):
+        total = sum(c[what] for c in counts.values())
+        parts = ", ".join(f"{a} {c[what]}" for a, c in counts.items())
+        assert f"{total} {what}: {parts}" in text
+
+
+def test_help_says_what_is_required_and_what_are_alternatives(instep):
+    res = instep("impact", "--help")
+    assert res.code == 0
+    text = res.out
+    assert "Required: --downstream, and the upstream in one of three ways" in text
+    for line in (
+        "release diff   --upstream-old X --upstream-new Y",
+        "git range      --upstream-git PATH --range A..B",
+        "patch series   --upstream-old X --patches DIR",
+    ):
+        assert line in text
+    for action in ("Shim", "Test", "Check"):
+        assert f"{action}  " in text or f"{action}   " in text
+    assert "read and confirm: no code change or test needed" in text

@@ -331,3 +331,201 @@ def test_a_return_annotation_is_an_annotation_not_a_body_change():
     assert got["f"].kind is ChangeKind.ANNOTATION and got["f"].also == ()
     assert "returns: - -> Tensor" in got["f"].detail
     assert got["g"].kind is ChangeKind.BODY and got["g"].also == ()
+
+
+# --- renames that keep the old name; the stage of registered defs --------------------------
+
+
+def _diff(old: dict[str, str], new: dict[str, str]) -> dict[str, object]:
+    from instep.impact.upstream.stages import StageMap
+
+    paths = sorted(set(old) | set(new))
+    pairs = [
+        (
+            p,
+            index_source(p, old[p].encode()) if p in old else None,
+            index_source(p, new[p].encode()) if p in new else None,
+        )
+        for p in paths
+    ]
+    return {c.ref: c for c in diff_many(pairs, StageMap())}
+
+
+OPAQUE_OLD = {
+    "torch/_library/opaque_object.py": '''\
+def is_opaque_value_type(cls):
+    """Checks if the given type is an opaque value type."""
+    if not is_opaque_type(cls):
+        return False
+    return _info(cls) == "value"
+
+
+def is_opaque_type(cls):
+    return cls in _TYPES
+
+
+def legacy(cls):
+    return cls
+
+
+def is_custom_class(cls):
+    return cls in _TYPES
+''',
+    "torch/_opaque_base.py": "class OpaqueBase:\n    def __init__(self):\n        self.x = 1\n",
+}
+OPAQUE_NEW = {
+    "torch/_library/opaque_object.py": """\
+import logging
+import warnings
+
+log = logging.getLogger(__name__)
+
+
+def is_opaque_constant_type(cls):
+    if not is_custom_class(cls):
+        return False
+    return _info(cls) == "constant"
+
+
+def is_opaque_value_type(cls):
+    log.warning("is_opaque_value_type is deprecated, use is_opaque_constant_type instead")
+    return is_opaque_constant_type(cls)
+
+
+def is_opaque_type(cls):
+    warnings.warn(
+        f"{cls}: is_opaque_type will be removed in 2.16", FutureWarning, stacklevel=2
+    )
+    return is_custom_class(cls)
+
+
+def is_custom_class(cls):
+    return cls in _TYPES
+
+
+def legacy(cls):
+    warnings.warn("legacy is deprecated", DeprecationWarning)
+    return cls.real
+""",
+    "torch/_opaque_base.py": (
+        "from torch._custom_class_base import CustomClassBase as OpaqueBase  # noqa: F401\n"
+    ),
+    "torch/_custom_class_base.py": (
+        "class CustomClassBase:\n    kind = 'custom'\n\n    def __init__(self):\n"
+        "        self.y = 2\n\n\n"
+        "OpaqueBase = CustomClassBase\nFreshAlias = CustomClassBase\n"
+    ),
+}
+
+
+def test_a_rename_that_keeps_the_old_name_with_a_warning_is_named_so():
+    got = _diff(OPAQUE_OLD, OPAQUE_NEW)
+    lib = "torch/_library/opaque_object.py"
+    new = got[f"{lib}::is_opaque_constant_type"]
+    assert new.kind is ChangeKind.RENAMED and new.renamed_from == f"{lib}::is_opaque_value_type"
+    assert new.deprecation == (
+        f"renamed from `{lib}::is_opaque_value_type`, old name kept with a warning"
+    )
+    old = got[f"{lib}::is_opaque_value_type"]
+    assert old.kind is ChangeKind.BODY
+    assert old.deprecation == "renamed to `is_opaque_constant_type`, old name kept with a warning"
+    # the warning says until when (a FutureWarning, the message an f-string); the def it
+    # calls existed before: a deprecation, not a rename
+    kept = got[f"{lib}::is_opaque_type"]
+    assert kept.deprecation == (
+        "deprecated: use `is_custom_class`, old name kept with a warning (until 2.16)"
+    )
+    assert f"{lib}::is_custom_class" not in got  # unchanged
+
+
+def test_a_rename_that_keeps_the_old_name_as_an_alias_is_named_so():
+    got = _diff(OPAQUE_OLD, OPAQUE_NEW)
+    new = got["torch/_custom_class_base.py::CustomClassBase"]
+    assert new.kind is ChangeKind.RENAMED
+    assert new.renamed_from == "torch/_opaque_base.py::OpaqueBase"
+    kept = "old name kept as an alias (`OpaqueBase = CustomClassBase`)"
+    assert new.deprecation == f"renamed from `torch/_opaque_base.py::OpaqueBase`, {kept}"
+    assert got["torch/_opaque_base.py::OpaqueBase"].deprecation == (
+        f"renamed to `torch/_custom_class_base.py::CustomClassBase`, {kept}"
+    )
+    assert got["torch/_custom_class_base.py::OpaqueBase"].deprecation == (
+        "the old name of `CustomClassBase`, kept as an alias"
+    )
+
+
+def test_what_only_looks_like_a_kept_rename_is_not_one():
+    got = _diff(OPAQUE_OLD, OPAQUE_NEW)
+    # warns, but does its own work (returns an attribute, calls no other def)
+    assert got["torch/_library/opaque_object.py::legacy"].deprecation == ""
+    # an alias of a name that never was a def: a new name
+    assert got["torch/_custom_class_base.py::FreshAlias"].deprecation == ""
+    # a wrapper already deprecated before the change says nothing new
+    old = {"a.py": OPAQUE_NEW["torch/_library/opaque_object.py"]}
+    new = {"a.py": old["a.py"].replace("instead", "instead (soon)")}
+    assert all(c.deprecation == "" for c in _diff(old, new).values())
+    # a body that calls another def without announcing a deprecation
+    plain_old = {"a.py": "def f(x):\n    return x\n"}
+    plain_new = {"a.py": "def g(x):\n    return x + 1\n\n\ndef f(x):\n    return g(x)\n"}
+    got = _diff(plain_old, plain_new)
+    assert got["a.py::g"].kind is ChangeKind.ADDED and got["a.py::f"].deprecation == ""
+
+
+def test_a_registered_def_takes_the_stage_of_its_registry():
+    """The stage is where the change takes effect on the downstream path: a def's
+    registry, whatever its file's directory (data/stages.toml, [roles])."""
+    old = {
+        "torch/_subclasses/fake_impls.py": (
+            "@register_op_impl(aten.nonzero)\ndef nonzero(fake_mode, func, x):\n    return x\n\n\n"
+            "def _helper(x):\n    return x\n"
+        ),
+        "torch/_inductor/lowering.py": (
+            "@register_decomposition([aten.addmm])\ndef addmm(a, b, c):\n    return a\n\n\n"
+            "@register_lowering(aten.abs)\ndef abs_(x):\n    return x\n"
+        ),
+    }
+    new = {
+        p: t.replace("return x\n", "return x + 1\n").replace("return a\n", "return b\n")
+        for p, t in old.items()
+    }
+    # a def added beside a registered one keeps its path's stage (the join makes the
+    # added and removed defs again, after the file's other changes)
+    old["torch/_inductor/meta_x.py"] = "@register_meta(aten.mm)\ndef mm(a, b):\n    return a\n"
+    new["torch/_inductor/meta_x.py"] = (
+        "def _added(x):\n    return x\n\n\n@register_meta(aten.mm)\ndef mm(a, b):\n    return b\n"
+    )
+    got = _diff(old, new)
+    assert got["torch/_subclasses/fake_impls.py::nonzero"].stage is Stage.AOT
+    assert got["torch/_inductor/meta_x.py::mm"].stage is Stage.AOT
+    assert got["torch/_inductor/meta_x.py::_added"].stage is Stage.INDUCTOR
+    assert got["torch/_subclasses/fake_impls.py::_helper"].stage is Stage.INDUCTOR  # path
+    assert got["torch/_inductor/lowering.py::addmm"].stage is Stage.DECOMPOSITION
+    assert got["torch/_inductor/lowering.py::abs_"].stage is Stage.INDUCTOR
+
+
+@pytest.mark.realworld
+def test_real_renames_that_keep_the_old_name(torch_wheels):
+    """torch 2.13.0 -> 2.14.1: OpaqueBase became CustomClassBase (kept as an alias),
+    is_opaque_value_type became is_opaque_constant_type (kept with a warning)."""
+    from instep.impact.upstream.stages import StageMap
+
+    old_wheel, new_wheel = torch_wheels
+    paths = [
+        "torch/_opaque_base.py",
+        "torch/_custom_class_base.py",
+        "torch/_library/opaque_object.py",
+    ]
+    pairs = [
+        (
+            p,
+            index_source(p, old_wheel.read(p)) if p in old_wheel.names else None,
+            index_source(p, new_wheel.read(p)) if p in new_wheel.names else None,
+        )
+        for p in paths
+    ]
+    got = {c.ref: c for c in diff_many(pairs, StageMap())}
+    base = got["torch/_custom_class_base.py::CustomClassBase"]
+    assert base.kind is ChangeKind.RENAMED
+    assert base.renamed_from == "torch/_opaque_base.py::OpaqueBase"
+    assert "old name kept as an alias (`OpaqueBase = CustomClassBase`)" in base.deprecation
+    const = got["torch/_library/opaque_object.py::is_opaque_constant_type"]
+    assert const.kind is ChangeKind.RENAMED and "kept with a warning" in const.deprecation

@@ -18,7 +18,13 @@ import sys
 
 import pytest
 from tests.report.html_tables import parse, rows
-from tests.triage.culprit_fixture import EXPECTED, build_downstream, build_upstream, checkout
+from tests.triage.culprit_fixture import (
+    EXPECTED,
+    build_downstream,
+    build_upstream,
+    checkout,
+    without_shipped_suites,
+)
 
 from instep.cli import run as cli_run
 from instep.report.run_summary import case_page_name
@@ -35,6 +41,7 @@ def triaged(tmp_path_factory):
     args = ["impact", "--upstream-git", str(up.path), "--range", "v1..v2", "--no-cache"]
     args += ["--downstream", str(root / "down"), "--format", "json", "--out", str(impact)]
     assert cli_run(args) == 0
+    without_shipped_suites(impact)
     db = str(root / "store.db")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "v2"), str(root / "down")])}
     run = [sys.executable, "-m", "instep", "run", "--profile", "cpu", "-n", "1"]

@@ -194,3 +194,19 @@ def test_the_callers_inductor_cache_is_honoured_and_recorded(instep, tmp_path, m
     (mine / "fxgraph").mkdir()
     assert instep("run", "test_cache.py", "--preimport", "none", "--run", "c2").code == 0
     assert show(instep, "c2")["run"]["version_matrix"]["inductor_cache_empty_at_start"] is False
+
+
+def test_a_shipped_case_runs_by_its_instep_path(instep, tmp_path):
+    """PATHS starting with instep: name instep's own suites (what an impact report's Test
+    rows give); the run passes them the profile's device, as a tier does."""
+    import importlib.util
+
+    import pytest
+
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch not installed")
+    node = "instep:smoke/test_l1_smoke.py::test_smoke[pointwise]"
+    listed = instep("run", node, "--profile", "cpu", "--collect-only")
+    assert listed.code == 0, listed.err
+    (case,) = listed.out.split()
+    assert case.endswith("src/instep/suites/smoke/test_l1_smoke.py::test_smoke[pointwise]")

@@ -40,13 +40,23 @@ def _stage_map(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option(
     "--upstream-old",
     metavar="X",
-    help="Old upstream: source tree, wheel, repo@rev or pip spec (torch==2.13.0).",
+    help="Release diff (with --upstream-new) or patch series (with --patches): the old "
+    "upstream, a source tree, wheel, repo@rev or pip spec (torch==2.13.0).",
 )
-@click.option("--upstream-new", metavar="Y", help="New upstream, same forms as --upstream-old.")
 @click.option(
-    "--upstream-git", metavar="PATH", help="Local upstream clone: one unit per commit of --range."
+    "--upstream-new",
+    metavar="Y",
+    help="Release diff: the new upstream, same forms as --upstream-old.",
 )
-@click.option("--range", "rev_range", metavar="A..B", help="Commit range of --upstream-git.")
+@click.option(
+    "--upstream-git",
+    metavar="PATH",
+    help="Git range (with --range; instead of --upstream-old/--upstream-new): a local "
+    "upstream clone, one unit per commit.",
+)
+@click.option(
+    "--range", "rev_range", metavar="A..B", help="Git range: the commits of --upstream-git."
+)
 @click.option(
     "--first-parent",
     is_flag=True,
@@ -61,12 +71,16 @@ def _stage_map(pairs: tuple[str, ...]) -> dict[str, str]:
     "else the packages at the top of the upstream).",
 )
 @click.option(
-    "--patches", metavar="DIR", help="Unified diffs / format-patch files applied to --upstream-old."
+    "--patches",
+    metavar="DIR",
+    help="Patch series (with --upstream-old; instead of --upstream-new): unified diffs / "
+    "format-patch files applied in name order.",
 )
 @click.option(
     "--downstream",
     metavar="X",
-    help="Downstream: source tree, repo@rev, wheel or pip spec (torch-npu==2.13.0).",
+    help="Required: the downstream, a source tree, repo@rev, wheel or pip spec "
+    "(torch-npu==2.13.0).",
 )
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="md", show_default=True)
 @click.option(
@@ -139,6 +153,19 @@ def impact(
 ) -> None:
     """Impact of upstream changes on a downstream backend: Check, Test or Shim, with evidence.
 
+    \b
+    Required: --downstream, and the upstream in one of three ways (alternatives):
+      release diff   --upstream-old X --upstream-new Y
+      git range      --upstream-git PATH --range A..B  [--first-parent]
+      patch series   --upstream-old X --patches DIR
+    Everything else is optional ([impact] in instep.toml can give defaults).
+
+    \b
+    Shim   the backend breaks on the new upstream: change its code
+    Test   behaviour the backend runs changed: run its tests (each Test place comes
+           with the command that runs them; instep run --impact runs them all)
+    Check  read and confirm: no code change or test needed
+
     Static only: neither side's code is imported or executed. Pip specs are downloaded
     once (pip download --no-deps) into the cache and read from the wheel.
     """
@@ -146,6 +173,7 @@ def impact(
     from instep.impact.analysis import ImpactRequest, analyse
     from instep.impact.export import write
     from instep.impact.export.scope_text import scope_lines
+    from instep.impact.export.sections import act_now
     from instep.impact.model import Action
 
     cfg = app.config
@@ -185,23 +213,30 @@ def impact(
     for line in scope_lines(report.scope, report.lang):  # what was read, first
         log.info("%s", line)
     s = report.summary()
+    counts = s["counts"]  # the reports' one way of counting (docs/impact.md, "Counting")
+    for what in ("units", "couplings", "places"):
+        log.info(
+            "%d %s: %s",
+            sum(c[what] for c in counts.values()),
+            what,
+            ", ".join(f"{a} {c[what]}" for a, c in counts.items()),
+        )
     log.info(
-        "%d units (%s); %d couplings; %.1f s%s",
-        s["units"],
-        ", ".join(f"{k} {v}" for k, v in s["by_action"].items()),
-        s["couplings"],
+        "%.1f s%s",
         seconds,
         " (remembered report)" if report.stats.get("report_memo") == "hit" else "",
     )
-    shims = [(u, c) for u in report.units for c in u.couplings if c.action is Action.SHIM]
+    shims = act_now(report)
     if shims:
-        c = shims[0][1]
+        x = shims[0]
         log.info(
-            "act now: %d Shim coupling(s) in %d unit(s), first %s -> %s",
+            "act now: %d Shim coupling(s) at %d place(s) in %d unit(s), first %s -> %s%s",
             len(shims),
-            len({u.change.id for u, _ in shims}),
-            c.downstream,
-            c.upstream,
+            counts["Shim"]["places"],
+            len({line.unit for line in shims}),
+            x.downstream,
+            x.upstream,
+            f" ({x.delta})" if x.delta else "",
         )
     top = report.hotspots(limit=1)
     if top:

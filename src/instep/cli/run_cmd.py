@@ -177,7 +177,8 @@ def run_command(
     upstream_tests: Path | None,
     bisect: bool,
 ) -> int:
-    """Run PATHS (files, directories, node ids) with every case isolated, storing outcomes.
+    """Run PATHS (files, directories, node ids; instep:smoke/test_l1_smoke.py::... names a
+    case of instep's own suites) with every case isolated, storing outcomes.
 
     Exit codes follow pytest: 0 all passed, 1 failures (or cases left unrun), 5 nothing
     collected, 2 bad usage, 130 interrupted.
@@ -187,9 +188,12 @@ def run_command(
     from instep.run.runner import RunOptions, collect_cases, execute_run
     from instep.run.sharding import parse_shard
 
+    # fast CLI start: the library loads when the command runs
+    from instep.suites.tiers import builtin_suite_args, resolve_builtin, runs_builtin_suites
+
     config = app.config
     profile = app.profile(profile_name)
-    all_paths = list(paths)
+    all_paths = resolve_builtin(list(paths))  # instep:smoke/... names a shipped suite
     if tier:  # built-in tiers L0..L6, tier files and the config's [tiers.NAME]
         # fast CLI start: the library loads when the command runs
         from instep.suites.tiers import resolve_tier
@@ -202,11 +206,16 @@ def run_command(
         pytest_args = (*tier_def.pytest_args(profile), *pytest_args)
     impact = None
     if impact_path:
-        k, impact = _impact_selection(
+        k, impact, suite_args = _impact_selection(
             impact_path, impact_actions, top, upstream_tests, k, all_paths
         )
+        pytest_args = (*suite_args, *pytest_args)
     elif top is not None or upstream_tests is not None:
         raise BadInput("--top and --upstream-tests select from an impact report: add --impact FILE")
+    if runs_builtin_suites(all_paths) and not any(
+        a.startswith("--instep-device") for a in pytest_args
+    ):
+        pytest_args = (*builtin_suite_args(profile), *pytest_args)
     device_list = _split_list(devices)
     if engine == "ray" and device_list:
         raise BadInput("--devices: with --engine ray, Ray grants each task its device")
@@ -284,8 +293,9 @@ def _impact_selection(
     upstream_tests: Path | None,
     k: str | None,
     paths: list[str],
-) -> tuple[str | None, dict]:
-    """``--impact``: add the report's tests to ``paths``; the -k to run with; the setting."""
+) -> tuple[str | None, dict, list[str]]:
+    """``--impact``: add the report's tests to ``paths``; the -k to run with, the setting
+    and the options of instep's suites it selected (the L5 operators)."""
     # fast CLI start: the library loads when the command runs
     from instep.impact_contract import parse_actions, read_report
     from instep.suites.impact_selection import select_tests
@@ -303,7 +313,9 @@ def _impact_selection(
     paths += [p for p in selection.paths if p not in paths]
     if narrow:
         k = f"({k}) and ({narrow})" if k else narrow
-    return k, selection.as_setting(path)
+    if selection.opinfo_ops:
+        err.print(f"--impact: OpInfo cases of {', '.join(selection.opinfo_ops)} (L5)")
+    return k, selection.as_setting(path), selection.pytest_args
 
 
 def _bisect(target: str, result, profile, opts) -> None:  # type: ignore[no-untyped-def]

@@ -12,7 +12,6 @@ and answers a release it has seen with the same inputs from the remembered repor
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -22,12 +21,20 @@ from pathlib import Path
 from typing import TypeVar
 
 from instep.impact.downstream import coupling_index, version_gates, version_refusals
+from instep.impact.downstream.scope import ATTRIBUTE_NAMES
 from instep.impact.join.coupling_book import CouplingBook
 from instep.impact.join.pass_api import JoinInputs, PassSources, Snapshots
 from instep.impact.join.pass_runner import Started, run_passes, start_early
 from instep.impact.join.probe_outcomes import ProbeOutcomes, stub_reader
 from instep.impact.join.registry import PASSES
-from instep.impact.join.test_suggestions import DownstreamTests, suggested_tests
+from instep.impact.join.route_conditions import RouteConditions
+from instep.impact.join.test_suggestions import (
+    DownstreamOps,
+    DownstreamTests,
+    TestSuggester,
+    unique_tests,
+    upstream_test_records,
+)
 from instep.impact.join.upstream_calls import UpstreamCalls
 from instep.impact.join.verdicts import judge_unit
 from instep.impact.logged_warnings import collect_warnings
@@ -36,6 +43,7 @@ from instep.impact.model import (
     Impact,
     ImpactReport,
     Scope,
+    SuggestedTest,
     SymbolChange,
     UnitKind,
     UpstreamChange,
@@ -44,6 +52,8 @@ from instep.impact.no_gc import no_cyclic_gc
 from instep.impact.report_memo import ReportMemo, report_key
 from instep.impact.request import ImpactRequest
 from instep.impact.upstream import sources, stages
+from instep.impact.upstream.op_reach import OpReach
+from instep.impact.upstream.opinfo_index import read_index
 from instep.impact.upstream.release_diff import default_jobs
 from instep.impact.upstream.resolver import UpstreamResolver
 from instep.impact.upstream.sources import is_test_path
@@ -57,11 +67,6 @@ log = logging.getLogger(__name__)
 
 
 # --- the analysis ------------------------------------------------------------------------
-
-
-# a name after a dot, or a quoted identifier (getattr(obj, "name")): how a file can name
-# a member of an upstream class it uses
-_ATTRIBUTE_NAMES = re.compile(r"(?<=[.\"'])\s*([A-Za-z_]\w*)")
 
 
 class _Analysis:
@@ -249,7 +254,7 @@ class _Analysis:
                 text = self._read_down(path).decode("utf-8", "replace")
             except (OSError, KeyError):
                 text = ""
-            memo[path] = frozenset(_ATTRIBUTE_NAMES.findall(text))
+            memo[path] = frozenset(ATTRIBUTE_NAMES.findall(text))
         return memo[path]
 
     def _read_down(self, path: str) -> bytes:
@@ -331,16 +336,24 @@ class _Analysis:
                     u.title = release_title(u.id, _by_coupling(u.changes, couplings[i]))
         impacts: list[Impact] = []
         name = self._upstream_name()
+        started = time.perf_counter()
+        suggester = self._suggester(down)
+        spent = time.perf_counter() - started
         for i, u in enumerate(units):
-            impacts.append(
-                judge_unit(
-                    u,
-                    couplings.get(i, []),
-                    lang=self.req.lang,
-                    suggested_tests=self._tests(u, couplings.get(i, [])),
-                    upstream=name,
-                )
+            started = time.perf_counter()
+            tests = self._tests(suggester, u, couplings.get(i, []))
+            spent += time.perf_counter() - started
+            impact = judge_unit(
+                u,
+                couplings.get(i, []),
+                lang=self.req.lang,
+                suggested_tests=unique_tests(tests),
+                upstream=name,
             )
+            impact.tests = tests
+            impacts.append(impact)
+        self.timings["test_suggestions"] = round(spent, 3)
+        self.stats["op_routes_left_out"] = len(suggester.left_out)
         debt = self._compat_debt(down)
         # how many upstream test files the new side carries (0 for a wheel): the report
         # says why suggested_tests is empty and how to get suggestions
@@ -369,18 +382,30 @@ class _Analysis:
             ),
         )
 
-    def _tests(self, unit: UpstreamChange, couplings: list[Coupling]) -> list[str]:
-        """Upstream tests the change names or that are named after its files, then the
-        downstream tests importing the coupled modules (test_suggestions)."""
-        tests = list(unit.upstream_tests)
-        if couplings:
-            stems = {Path(p).stem for p in unit.files}
-            tests += [
-                p for p in self.up.test_paths() if Path(p).stem.removeprefix("test_") in stems
-            ]
-        down = getattr(self, "down_tests", None)
-        downstream = down.for_unit(unit, couplings) if down is not None else []
-        return suggested_tests(sorted(dict.fromkeys(tests)), downstream)
+    def _tests(
+        self, suggester: TestSuggester, unit: UpstreamChange, couplings: list[Coupling]
+    ) -> list[SuggestedTest]:
+        """The unit's suggested tests (test_suggestions): the operator and stage tests of
+        its coupled changes, the upstream tests its commit touched or that are named
+        after its files, the downstream tests importing the coupled modules."""
+        if not couplings:
+            return []
+        upstream = upstream_test_records(unit, self.up.test_paths(), self.up.read_at_commit)
+        return suggester.for_unit(unit, couplings, upstream)
+
+    def _suggester(self, down) -> TestSuggester:
+        """The new upstream's OpInfos and operator callers and the downstream's use of
+        operators, read once (test_suggestions). Not a join pass: it reads the verdicts
+        (only a Test or Shim coupling's change gets a test)."""
+        new = self.up.new
+        reach = OpReach(new.paths(), self.up.new_index)
+        return TestSuggester(
+            read_index(new.paths(), new.read),
+            reach,
+            getattr(self, "down_tests", None),
+            ops=DownstreamOps.from_references(down.references()),
+            conditions=RouteConditions(new.read, reach.index, new.paths()),
+        )
 
     def _refusals(self, down) -> list[dict]:
         """Version checks that let the old upstream through and refuse the new one."""
@@ -395,7 +420,8 @@ class _Analysis:
         if floor is None or self.new_version is None:
             return []
         gates = [g for fi in down.files.values() for g in fi.gates]
-        found = version_gates.compat_debt(gates, floor, self.new_version)
+        known = self.req.min_supported is not None
+        found = version_gates.compat_debt(gates, floor, self.new_version, floor_known=known)
         found += self._probes().debt(gates, floor)
         return [
             {"at": f"{g.path}:{g.line}", "condition": g.condition, "kind": g.kind, "reason": why}

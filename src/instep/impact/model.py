@@ -7,9 +7,10 @@ the symbol index (``instep.pyindex``, whose nouns ``Symbol``, ``SymbolKind`` and
 join them into :class:`Coupling` and :class:`Impact`, exporters render them.
 Nothing here parses, diffs or decides. The vocabularies (``Action``, ``Risk``, ``Stage``,
 ``CouplingKind``, ``ChangeKind``, ``Tristate``, ``KernelRole``, ``UnitKind``,
-``NativeCheck``) are the impact contract's (``instep.impact_contract``), re-exported here
-with the report's :class:`Scope` (a contract record as it is); the records that reach the
-JSON build their contract record (``record()``), which ``export/json_doc.py`` writes.
+``NativeCheck``, ``SuggestionKind``) are the impact contract's (``instep.impact_contract``),
+re-exported here with the report's :class:`Scope` (a contract record as it is) and
+``SuggestedTest`` (a record the engine fills as the JSON holds it); the records that reach
+the JSON build their contract record (``record()``), which ``export/json_doc.py`` writes.
 """
 
 from __future__ import annotations
@@ -26,9 +27,11 @@ from instep.impact_contract import (
     Risk,
     Scope,
     Stage,
+    SuggestedTest,
     Tristate,
 )
 from instep.impact_contract import NativeCheck as NativeCheck  # re-exported
+from instep.impact_contract import SuggestionKind as SuggestionKind  # re-exported
 from instep.impact_contract import UnitKind as UnitKind  # re-exported
 from instep.impact_contract import UnreadObject as UnreadObject  # re-exported
 from instep.pyindex.model import Qualified, Symbol, SymbolKind
@@ -48,6 +51,10 @@ class SymbolChange(Qualified):
     detail: str = ""  # human summary: 'signature: (x, sizes) -> (x, sizes, implicit=False)'
     renamed_from: str | None = None  # for RENAMED: the old qualname (or path::qualname)
     also: tuple[ChangeKind, ...] = ()  # further aspects of the same change (BODY with SIGNATURE)
+    # a rename that keeps the old name (an alias ``Old = New``, or a def that warns and
+    # calls the new one): "renamed to `New`, old name kept with a warning (until 2.16)"
+    # on the old name's change, "renamed from `Old`, ..." on the new one's
+    deprecation: str = ""
 
     @property
     def aspects(self) -> frozenset[ChangeKind]:
@@ -70,6 +77,7 @@ class SymbolChange(Qualified):
             stage=self.stage,
             detail=self.detail,
             renamed_from=self.renamed_from,
+            deprecation=self.deprecation,
             old_line=self.old.line if self.old else None,
             new_line=self.new.line if self.new else None,
             registrations=tuple(sorted(self.registration_keys)),
@@ -176,6 +184,10 @@ class Reference:
     # (``gm.graph.call_function`` with ``gm: GraphModule``): the join follows ``attr``'s
     # declared type upstream to the class whose ``member`` it is (downstream/typed_params)
     through: str | None = None
+    # import_use: the place names the target only where nothing runs it (an annotation, the
+    # class argument of isinstance/issubclass, an except clause): only its existence
+    # matters there (downstream/scope.py note_use)
+    type_only: bool = False
     # registered_kernel: what the place does with the overload (kernel, autocast, c_shim...)
     role: KernelRole | None = None
 
@@ -210,6 +222,15 @@ class Coupling:
     def place(self) -> str:
         """The downstream symbol holding the place: 'path::qualname' ('path::<module>')."""
         return f"{self.downstream.rsplit(':', 1)[0]}::{self.owner or '<module>'}"
+
+    @property
+    def counted_place(self) -> str | None:
+        """The place the reports count this coupling at (:attr:`place`), or None for an
+        import line: the code that uses the imported name is the place, and has its own
+        coupling (docs/impact.md, "Counting")."""
+        if self.owner is None and self.kind is CouplingKind.IMPORT_USE:
+            return None
+        return self.place
 
     def record(self) -> contract.Coupling:
         return contract.Coupling(
@@ -262,6 +283,9 @@ class Impact:
     couplings: list[Coupling] = field(default_factory=list)
     suggested_tests: list[str] = field(default_factory=list)
     rationale: str = ""
+    # the suggested tests with their rules and the symbols each exercises (suggested_tests
+    # holds their distinct ``test`` strings, at most 20)
+    tests: list[SuggestedTest] = field(default_factory=list)
 
     @property
     def coupling_kinds(self) -> list[str]:
@@ -288,6 +312,7 @@ class Impact:
             coupling_kinds=tuple(sorted({c.kind for c in self.couplings})),
             couplings=tuple(c.record() for c in self.couplings),
             suggested_tests=tuple(self.suggested_tests),
+            tests=tuple(self.tests),
             rationale=self.rationale,
         )
 
@@ -324,10 +349,15 @@ class ImpactReport:
         for u in self.units:
             row = by_stage.setdefault(str(u.stage), {"Check": 0, "Test": 0, "Shim": 0})
             row[str(u.action)] += 1
+        counts = self.counts()
         return {
             "units": len(self.units),
             "coupled_units": sum(1 for u in self.units if u.couplings),
             "couplings": sum(len(u.couplings) for u in self.units),
+            "places": sum(c["places"] for c in counts.values()),
+            # per action: units and places under their strongest coupling's action,
+            # couplings under their own (docs/impact.md, "Counting")
+            "counts": counts,
             "by_action": count([str(u.action) for u in self.units]),
             "by_risk": count([str(u.risk) for u in self.units]),
             "by_stage_action": dict(sorted(by_stage.items())),
@@ -336,6 +366,25 @@ class ImpactReport:
             "refusals": len(self.refusals),
             "module_refusals": sum(1 for r in self.refusals if r.get("scope") == "module"),
         }
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """Units, couplings and downstream places per action, each counted once: a unit
+        and a place under the strongest action of their couplings (a unit without one is
+        Check), a coupling under its own. An import line is no place."""
+        out = {str(a): {"units": 0, "couplings": 0, "places": 0} for a in reversed(Action)}
+        strongest: dict[str, Action] = {}
+        for u in self.units:
+            out[str(u.action)]["units"] += 1
+            for c in u.couplings:
+                out[str(c.action)]["couplings"] += 1
+                place = c.counted_place
+                if place is not None and (
+                    place not in strongest or c.action.rank > strongest[place].rank
+                ):
+                    strongest[place] = c.action
+        for action in strongest.values():
+            out[str(action)]["places"] += 1
+        return out
 
     def hotspots(self, limit: int = HOTSPOTS) -> list[dict[str, Any]]:
         """Downstream symbols ranked by how many upstream units reach them (Test or Shim).

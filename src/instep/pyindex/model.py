@@ -113,3 +113,11 @@ class Symbol(Qualified):
     registrations: tuple[Registration, ...] = ()
     # blocks: names a def or class binds in any branch of a module-level if/try (sorted)
     binds: tuple[str, ...] = ()
+    # functions: the body only declares (``...``, ``pass``, one ``raise``): a typing stub's
+    # member looks like this (pyindex.neutral.is_stub_body)
+    stub: bool = False
+    # functions: the deprecation the def announces (``warnings.warn("x is deprecated, use
+    # y", FutureWarning)``, ``log.warning("... deprecated ...")``, ``@deprecated("...")``):
+    # its message; and the name a short body hands the call to (``return y(*args)``)
+    deprecated: str | None = None
+    delegates: str | None = None

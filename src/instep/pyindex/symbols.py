@@ -6,7 +6,8 @@ functions nested in functions (``outer.inner``), module-level assignments (confi
 op registries; tuple targets split), class attributes, and every other module-level
 statement as a BLOCK (registration calls are named ``make_fallback(aten.uniform)``, other
 blocks after their header: ``<if config.x>``; repeated names get ``#2``, ``#3``...;
-``@overload`` stubs are ``name@overload``, property accessors ``Class.name.setter``).
+``@overload`` stubs (``@_overload`` too) are ``name@overload``, property accessors
+``Class.name.setter``).
 Each :class:`~instep.pyindex.model.Symbol` carries a normalised ``body_hash`` (AST without
 positions, docstring, comments or formatting; decorators, signature, return annotation
 and nested definitions excluded: a change inside a member is the member's change), its
@@ -37,6 +38,15 @@ from typing import Any, TypeVar
 
 from instep.pyindex.dataclass_init import dataclass_inits
 from instep.pyindex.model import Registration, Symbol, SymbolKind, module_of
+from instep.pyindex.neutral import (
+    Names,
+    as_assert,
+    cast_value,
+    is_stub_body,
+    is_type_checking,
+    local_annotation,
+    rename_locals,
+)
 from instep.pyindex.registrations import (
     dotted_name,
     item_assignment,
@@ -49,7 +59,9 @@ from instep.pyindex.unparse import unparse
 log = logging.getLogger(__name__)
 
 # Bump when the shape or the meaning of a FileIndex changes (cache namespaces carry it).
-FORMAT_VERSION = 3  # 3: the __init__ that @dataclass synthesises (pyindex.dataclass_init)
+# 3: the __init__ that @dataclass synthesises (pyindex.dataclass_init); 4: deprecations;
+# 5: neutral rewrites seen through, Symbol.stub (pyindex.neutral)
+FORMAT_VERSION = 5
 
 VALUE_DISPLAY_CHARS = 300  # Symbol.value is truncated for display; the hash sees all of it
 BLOCK_NAME_CHARS = 80
@@ -173,13 +185,42 @@ def _shape(cls: type) -> tuple[str, Callable[[Any], Any] | None, bool]:
 _LENGTHS = tuple(f"[{k}" for k in range(64))  # the token of a list of k items, premade
 
 
-def _serialise(nodes: list, out: list[str], calls: list[ast.expr] | None) -> None:
+def _block(stmts: list[ast.stmt], in_function: bool) -> list[ast.stmt]:
+    """A block as it runs (``pyindex.neutral``): an ``if TYPE_CHECKING:`` replaced by its
+    ``else`` (kept when that defines a def or class, which the index names), and in a
+    function a local's bare annotation ``x: T`` left out."""
+    for s in stmts:
+        if (s.__class__ is ast.If and is_type_checking(s.test)) or (  # type: ignore[attr-defined]
+            in_function and s.__class__ is ast.AnnAssign and s.value is None  # type: ignore[attr-defined]
+        ):
+            break
+    else:
+        return stmts  # the common case: nothing to leave out, no copy
+    out: list[ast.stmt] = []
+    for s in stmts:
+        if s.__class__ is ast.If and is_type_checking(s.test):  # type: ignore[attr-defined]
+            if any(isinstance(x, (*_DEFS, ast.ClassDef)) for x in s.orelse):  # type: ignore[attr-defined]
+                out.append(s)
+            else:
+                out.extend(_block(s.orelse, in_function))  # type: ignore[attr-defined]
+        elif not (in_function and s.__class__ is ast.AnnAssign and s.value is None):  # type: ignore[attr-defined]
+            out.append(s)
+    return out
+
+
+# 76 lines: one loop whose fast paths are inlined (the hottest code of a cold run)
+def _serialise(
+    nodes: list, out: list[str], calls: list[ast.expr] | None, names: Names | None = None
+) -> None:
     """Tokens of ``nodes`` (no positions, no ctx) in a fixed order; collect called expressions.
 
     Node names, then their fields in a fixed order (lists prefixed by their length), so
     the token stream determines the tree. Name, lists, None, Attribute and Constant, the
     most common values, take a fast path (in about that order of frequency); other nodes'
-    fields are read by one ``attrgetter`` call.
+    fields are read by one ``attrgetter`` call. The rewrites of ``pyindex.neutral`` are
+    seen through (``typing.cast``, ``if not c: raise AssertionError``, ``TYPE_CHECKING``);
+    ``names`` (a function body's) collects the names for its alpha-renaming, and marks
+    the nodes as a function's (its locals' annotations never run).
     """
     stack: list = list(nodes)
     pop = stack.pop
@@ -189,13 +230,19 @@ def _serialise(nodes: list, out: list[str], calls: list[ast.expr] | None) -> Non
     shapes = _SHAPES
     lengths = _LENGTHS
     Name, Constant, Attribute, Call, AST = ast.Name, ast.Constant, ast.Attribute, ast.Call, ast.AST
+    If, AnnAssign, stmt = ast.If, ast.AnnAssign, ast.stmt
+    in_function = names is not None
     while stack:
         n = pop()
         cls = n.__class__
         if cls is Name:
             append("N")
             append(n.id)
+            if names is not None:
+                names.saw(n, len(out) - 1)
         elif cls is list:
+            if n and isinstance(n[0], stmt):
+                n = _block(n, in_function)
             k = len(n)
             try:
                 append(lengths[k])
@@ -213,6 +260,22 @@ def _serialise(nodes: list, out: list[str], calls: list[ast.expr] | None) -> Non
             append("C")
             append(repr(n.value))
         else:
+            if cls is Call:
+                inner = cast_value(n)
+                if inner is not None:
+                    push(inner)  # typing.cast(T, x) is x
+                    continue
+            elif cls is If:
+                check = as_assert(n)
+                if check is not None:
+                    n, cls = check, ast.Assert  # if not c: raise AssertionError(m)
+            elif cls is AnnAssign and in_function:
+                n = local_annotation(n)  # type: ignore[assignment]
+                if n is None:
+                    continue
+                cls = ast.Assign
+            elif names is not None and (cls is ast.Global or cls is ast.Nonlocal):
+                names.declared.update(n.names)
             shape = shapes.get(cls)
             if shape is None:
                 if not isinstance(n, AST):  # a name, an identifier, an import level
@@ -419,19 +482,24 @@ class _Indexer:
             if isinstance(dec, ast.Attribute) and dec.attr in _ACCESSORS:
                 name = f"{name}.{dec.attr}"  # @size.setter: 'Class.size.setter'
                 break
-            if (dotted_name(dec) or "").rsplit(".", 1)[-1] == "overload":
+            if (dotted_name(dec) or "").rsplit(".", 1)[-1] in ("overload", "_overload"):
                 name = f"{name}@overload"  # typing stubs; the implementation keeps the name
                 break
         qual = prefix + name
         tokens: list[str] = ["async" if isinstance(node, ast.AsyncFunctionDef) else "def"]
         funcs: list[ast.expr] = []
         nested: list[ast.stmt] = []
-        for stmt in _strip_docstring(node.body):
+        names = Names()
+        body = _block(_strip_docstring(node.body), True)
+        for stmt in body:
             if isinstance(stmt, (*_DEFS, ast.ClassDef)):
                 tokens.append(self._nested_token(stmt))
                 nested.append(stmt)
             else:
-                _serialise([stmt], tokens, funcs)
+                _serialise([stmt], tokens, funcs, names)
+        a = node.args
+        params = [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg) if x]
+        rename_locals(tokens, names, tuple(params))
         position = len(out)
         out.append(None)  # type: ignore[arg-type]  # keep definition order: parent first
         inner_calls: set[str] = set()
@@ -453,6 +521,8 @@ class _Indexer:
             decorators=tuple(_unparse(d) for d in node.decorator_list),
             calls=_call_names(funcs) | inner_calls,
             registrations=tuple(registrations_of_decorators(node.decorator_list, self.path, qual)),
+            stub=is_stub_body(body),
+            **_deprecation(node),
         )
         out[position] = sym
         if prefix and self.units is not None:
@@ -534,7 +604,7 @@ class _Indexer:
         funcs: list[ast.expr] = []
         position = len(out)
         out.append(None)  # type: ignore[arg-type]
-        for stmt in _strip_docstring(node.body):
+        for stmt in _block(_strip_docstring(node.body), False):
             if isinstance(stmt, _DEFS):
                 self.function(stmt, qual + ".", SymbolKind.METHOD, out)
             elif isinstance(stmt, ast.ClassDef):
@@ -986,3 +1056,68 @@ def index_against(
         stats.parsed_lines += end - start + 1 - sum(u.end - u.start for u in reuse.values())
         stats.reused_units += len(reuse)
     return _assemble(path, chunks)
+
+
+# --- deprecated wrappers -----------------------------------------------------------------
+
+_WARNERS = ("warn", "warning", "warn_once", "warn_deprecated", "_warn_deprecated")
+_DEPRECATION_CATEGORIES = ("DeprecationWarning", "FutureWarning", "PendingDeprecationWarning")
+_SHORT_BODY = 4  # statements (docstring aside) a deprecated wrapper has at most
+
+
+def _deprecation(node: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, str]:
+    """``deprecated``/``delegates`` of a def that announces its deprecation: a
+    ``@deprecated("...")`` decorator, or a short body that warns (``warnings.warn`` with a
+    deprecation category or message, a logger's ``warning`` whose message says
+    "deprecated") and, for ``delegates``, ends by calling another name
+    (``return new(*args, **kwargs)``). Empty for every other def (cheap: one look at a
+    short body)."""
+    out: dict[str, str] = {}
+    for dec in node.decorator_list:
+        call = dec if isinstance(dec, ast.Call) else None
+        name = dotted_name(call.func if call is not None else dec) or ""
+        if name.rsplit(".", 1)[-1] == "deprecated":
+            message = _message(call.args[0]) if call is not None and call.args else None
+            out["deprecated"] = message or "deprecated"
+    body = _strip_docstring(node.body)
+    if len(body) > _SHORT_BODY:
+        return out
+    for stmt in body:
+        if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+            continue
+        call = stmt.value
+        if (dotted_name(call.func) or "").rsplit(".", 1)[-1] not in _WARNERS:
+            continue
+        message = _message(call.args[0]) if call.args else None
+        category = [
+            dotted_name(a) or ""
+            for a in [*call.args[1:2], *(k.value for k in call.keywords if k.arg == "category")]
+        ]
+        by_category = any(c.rsplit(".", 1)[-1] in _DEPRECATION_CATEGORIES for c in category)
+        if by_category or (message is not None and "deprecat" in message.lower()):
+            out.setdefault("deprecated", message or "deprecated")
+    if "deprecated" in out and body:
+        last = body[-1]
+        value = last.value if isinstance(last, (ast.Return, ast.Expr)) else None
+        if isinstance(value, ast.Call):
+            callee = dotted_name(value.func)
+            if callee and callee.rsplit(".", 1)[-1] not in _WARNERS:
+                out["delegates"] = callee
+    return out
+
+
+def _message(node: ast.expr) -> str | None:
+    """The text of a warning message: a string, an f-string (its literal parts, ``{}``
+    for the values), strings joined by ``+`` or implicit concatenation."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(
+            v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else "{}"
+            for v in node.values
+        )
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _message(node.left), _message(node.right)
+        if left is not None and right is not None:
+            return left + right
+    return None

@@ -19,7 +19,11 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
     "--instep-device": ("INSTEP_DEVICE", "cpu", "torch device type under test"),
     "--instep-backend": ("INSTEP_BACKEND", "inductor", "torch.compile backend under test"),
     "--instep-opinfo-limit": ("INSTEP_OPINFO_LIMIT", "0", "L5: at most N ops (0: all)"),
-    "--instep-opinfo-ops": ("INSTEP_OPINFO_OPS", "", "L5: only these ops (comma list)"),
+    "--instep-opinfo-ops": (
+        "INSTEP_OPINFO_OPS",
+        "",
+        "L5: only these ops (comma list; name:grad: with its gradients)",
+    ),
     "--instep-opinfo-dtypes": ("INSTEP_OPINFO_DTYPES", "float32", "L5: dtypes (comma list)"),
     "--instep-all-samples": ("INSTEP_ALL_SAMPLES", "0", "L5: every sample, not the first"),
     "--instep-grad": ("INSTEP_GRAD", "0", "L5: check backward too"),

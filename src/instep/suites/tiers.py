@@ -52,18 +52,34 @@ class Tier:
         """Options the built-in suites read: the profile's device, backend and name."""
         if not self.runs_builtin_suites:
             return []
-        args = [
-            f"--instep-device={profile.device_type}",
-            f"--instep-backend={profile.dynamo_backend}",
-            f"--instep-profile={profile.name}",
-        ]
-        if profile.backend_package:
-            args.append(f"--instep-backend-package={profile.backend_package}")
-        return args
+        return builtin_suite_args(profile)
+
+
+def builtin_suite_args(profile: Profile) -> list[str]:
+    """The pytest options that give the built-in suites the profile's device, backend
+    and name (what a run of shipped suites passes them)."""
+    args = [
+        f"--instep-device={profile.device_type}",
+        f"--instep-backend={profile.dynamo_backend}",
+        f"--instep-profile={profile.name}",
+    ]
+    if profile.backend_package:
+        args.append(f"--instep-backend-package={profile.backend_package}")
+    return args
 
 
 def _is_builtin(path: str) -> bool:
     return path.startswith(str(SUITES_DIR))
+
+
+def runs_builtin_suites(paths: list[str]) -> bool:
+    """Whether any of ``paths`` (resolved) is a suite shipped with instep."""
+    return any(_is_builtin(p) for p in paths)
+
+
+def resolve_builtin(paths: list[str]) -> list[str]:
+    """PATHS as given to ``instep run``, ``instep:`` ones resolved to the shipped suites."""
+    return [builtin_path(p) if p.startswith(BUILTIN_PREFIX) else p for p in paths]
 
 
 def builtin_path(entry: str) -> str:

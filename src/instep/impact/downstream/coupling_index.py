@@ -43,7 +43,11 @@ from instep.impact.downstream.handles import config_key
 from instep.impact.downstream.imports import ImportUses
 from instep.impact.downstream.monkeypatches import MOCK_PATCHERS, Monkeypatches
 from instep.impact.downstream.op_refs import op_references
-from instep.impact.downstream.patch_helpers import apply_local_patches, same_file_helper_patches
+from instep.impact.downstream.patch_helpers import (
+    apply_local_patches,
+    base_mixin_patches,
+    same_file_helper_patches,
+)
 from instep.impact.downstream.pruning import BLOCK_STMTS, SIMPLE_STMTS, TRY_STMTS
 from instep.impact.downstream.records import DownstreamFileIndex, Local, LocalKind
 from instep.impact.downstream.subclasses import local_subclass_refs
@@ -64,8 +68,15 @@ from instep.pyindex.signatures import call_shape
 
 log = logging.getLogger(__name__)
 
-FORMAT = "coupling-index-v14"  # bump when any cached class changes shape
+FORMAT = "coupling-index-v16"  # bump when any cached class changes shape or content
 MAX_FILE_BYTES = 8 * 1024 * 1024
+
+
+def _typed(r: Reference, v: _Visitor) -> Reference:
+    """An import_use reference with how its place calls the target, and whether it names
+    it only in type positions."""
+    r = _with(r, "call_shapes", v.call_shapes_of(r))
+    return _with(r, "type_only", True) if r.through is None and v.type_only(r) else r
 
 
 def _with(r: Reference, name: str, value: object) -> Reference:
@@ -297,13 +308,14 @@ def index_downstream_file(
     refs = v.refs
     apply_local_patches(refs, v.local_patches, functions, path)
     same_file_helper_patches(refs, v.calls, v.helpers, functions, v.patch_values, path)
+    refs.extend(base_mixin_patches(v.base_mixins, functions, path, v.lines))
     refs.extend(local_subclass_refs(v.classes, out.module, functions, upstream_roots, lookup.at))
     refs.extend(op_references(tree, path, source))
     if spans:
         refs = [r if r.gate else _with(r, "gate", _gate_of(r, v, lookup)) for r in refs]
         v.pending = [_with(r, "gate", lookup.at(r.line)) for r in v.pending]
     out.references = [
-        _with(r, "call_shapes", v.call_shapes_of(r))
+        _typed(r, v)
         if r.kind is CouplingKind.IMPORT_USE
         and (r.detail == "use" or r.detail.startswith(("from ", "import ")))
         else r

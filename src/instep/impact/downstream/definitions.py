@@ -118,7 +118,9 @@ class Definitions(RegistrationSites, PatchHelpers):
             end,
             unparse(node.args),  # type: ignore[attr-defined]
             forks.body_hash_of_lines(self.norm[body_start - 1 : end]),
-            forks.fingerprint_of_lines(self.grams[start - 1 : end]),
+            forks.fingerprint_of_lines(
+                self.grams[start - 1 : end], forks.substantial_lines(self.norm[start - 1 : end])
+            ),
             regs,
             line_snippet(self.lines, start),
             frozenset(frame.upstream_calls),

@@ -18,6 +18,7 @@ The fingerprints are records of the downstream index (``downstream/records.py``)
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import re
 import zlib
@@ -38,6 +39,30 @@ STOP_GRAM = 40  # a gram in more upstream functions than this is not used to fin
 SAME_NAME_FACTOR = 0.75  # a same-name copy needs only 3/4 of the threshold (0.45 for 0.6)
 assert array("I").itemsize == 4, "uint32 array needed for packed fingerprints"
 MIN_GRAMS = 8  # functions smaller than this are too generic to call a fork
+# A copy needs this many logical lines besides its def line and framework boilerplate
+# (a super() or Base.__init__(self, ...) call, ``self.x = <name, constant, empty literal or
+# argument-less call>``, ``pass``, a bare ``return``): every subclass __init__ is such
+# lines, so two of them agree by construction, not because one was copied (issue #31: an
+# __init__ calling super().__init__ and setting two fields matched Dynamo's
+# InliningGeneratorInstructionTranslator.__init__ as a "stale copy"). Two, not one: a
+# single shared statement is as likely a common idiom as a copy.
+MIN_SUBSTANCE = 2
+# A copy under the same name as the upstream function needs one such line: the name is
+# the second witness (torch-npu 2.12.0's `inductor_randint.inner_fn`, one `return`
+# that upstream 2.13.0 changed from `index_expr` to `value_expr` in its own copy, and its
+# `_boundaries_helper`). Not for dunders: every `__init__` shares its name.
+MIN_SUBSTANCE_SAME_NAME = 1
+# A def line that declares this many named parameters besides self/cls counts as one
+# line of substance: a copied interface (torch_musa's `_record_memory_history_legacy`,
+# six parameters over one call into its own extension, a copy of torch.cuda's that
+# upstream gave three more) is a copy, while an `__init__(self, *args, **kwargs)` or
+# a one-argument constructor is no interface of its own.
+MIN_SIGNATURE_PARAMS = 3
+_BOILERPLATE = re.compile(
+    r"(?:@.*|(?:async)?defN\(.*|pass|return|returnNone|[\"'].*"
+    r"|(?:return)?super\(\)\.\w+\(.*\)|(?:return)?[\w.]+\.__init__\(self.*\)"
+    r"|self\.\w+(?::[^=]+)?=(?:[\w.]+|-?\d+(?:\.\d+)?|\[\]|\{\}|\(\)|[\w.]+\(\)|[\"'].*))"
+)
 MIN_FILE_LINES = 15  # files with fewer distinct non-trivial lines are not compared
 MIN_LINE_CHARS = 12
 
@@ -154,9 +179,36 @@ def line_grams(lines: list[str]) -> list[tuple[int, ...]]:
     return out
 
 
-def fingerprint_of_lines(grams: list[tuple[int, ...]]) -> Fingerprint:
+def fingerprint_of_lines(grams: list[tuple[int, ...]], substance: int = -1) -> Fingerprint:
     """Fingerprint of a span of :func:`line_grams` (a function's lines)."""
-    return Fingerprint.of(chain.from_iterable(grams), sum(1 for g in grams if g))
+    return Fingerprint.of(chain.from_iterable(grams), sum(1 for g in grams if g), substance)
+
+
+def substantial_lines(lines: list[str]) -> int:
+    """How many logical lines of a function's normalised lines are not boilerplate
+    (:data:`MIN_SUBSTANCE`)."""
+    return sum(
+        1
+        for t in logical_lines(lines)
+        if t and (not _BOILERPLATE.fullmatch(t) or _named_parameters(t) >= MIN_SIGNATURE_PARAMS)
+    )
+
+
+def _named_parameters(line: str) -> int:
+    """Named parameters besides self/cls of a normalised def line (``defN(a,b:int=1):``;
+    0 for any other line or one that does not parse)."""
+    head = re.match(r"(async)?defN\(", line)
+    if head is None:
+        return 0
+    try:
+        tree = ast.parse(f"{head.group(1) or ''} def N({line[head.end() :]} pass".lstrip())
+    except SyntaxError:
+        return 0
+    fn = tree.body[0]
+    assert isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+    args = fn.args
+    names = [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
+    return sum(1 for n in names if n not in ("self", "cls"))
 
 
 def fingerprint(source: str) -> Fingerprint:
@@ -237,7 +289,11 @@ def _best_fork(
 ) -> Reference | None:
     """The FORK reference of one downstream function to its best upstream match, if any."""
     fp = fn.fingerprint
-    if len(fp) < MIN_GRAMS:
+    if len(fp) < MIN_GRAMS or 0 <= fp.substance < MIN_SUBSTANCE_SAME_NAME:
+        return None
+    name = fn.qualname.rsplit(".", 1)[-1]
+    thin = 0 <= fp.substance < MIN_SUBSTANCE  # then only a same-name match counts
+    if thin and name.startswith("__"):
         return None
     hits: Counter[int] = Counter()
     for g in fp.grams:
@@ -250,8 +306,8 @@ def _best_fork(
     for idx, _ in hits.most_common(8):
         usym, _, ufp = prints[idx]
         sim = similarity(fp, ufp)
-        same = usym.qualname.rsplit(".", 1)[-1] == fn.qualname.rsplit(".", 1)[-1]
-        if sim < (threshold * SAME_NAME_FACTOR if same else threshold):
+        same = usym.qualname.rsplit(".", 1)[-1] == name
+        if sim < (threshold * SAME_NAME_FACTOR if same else threshold) or (thin and not same):
             continue
         key = (round(sim, 6), int(same), -idx)
         if best is None or key > best:

@@ -120,6 +120,8 @@ class Monkeypatches(RegistrationSites):
 
     def _assign_attribute(self, t: ast.Attribute, value: ast.AST, stmt: ast.stmt) -> None:
         """``X.f = <value>``: a monkey-patch, a config write, or object state via a handle."""
+        if t.attr == "__bases__" and isinstance(value, (ast.Tuple, ast.List)) and value.elts:
+            self._base_mixin(t.value, value.elts[0], stmt.lineno)
         dotted, via_handle = self.resolve(t)
         if dotted and self.is_up(dotted) and via_handle:  # V.graph.x = ...: object state
             self.ref(
@@ -137,6 +139,19 @@ class Monkeypatches(RegistrationSites):
             return
         if dotted_name(t) is None:
             self.visit(t.value)
+
+    def _base_mixin(self, cls: ast.AST, first: ast.AST, line: int) -> None:
+        """``U.__bases__ = (Mixin, ...)`` with ``Mixin`` a class of this file: each method
+        of ``Mixin`` now comes first in ``U``'s MRO, a patch of ``U`` by that name
+        (:func:`~instep.impact.downstream.patch_helpers.base_mixin_patches` emits them)."""
+        up, via_handle = self.resolve(cls)
+        if not (isinstance(up, str) and self.is_up(up)) or via_handle:
+            return
+        mixin, _ = self.resolve(first)
+        if mixin is None:
+            mixin = self.late_binding(first)
+        if type(mixin) is Local and mixin.kind is LocalKind.CLASS:
+            self.base_mixins.append((up, mixin.qualname, line, self.owner()))
 
     def _assign_item(self, t: ast.Subscript, stmt: ast.stmt) -> None:
         """``table[key] = <value>``: a registration, or an entry of an upstream table."""

@@ -4,7 +4,8 @@
 :class:`PatchHelpers` records such calls (:class:`~instep.impact.downstream.records.CallSite`);
 :func:`same_file_helper_patches` turns the calls of this file's helpers into MONKEYPATCH
 references (the whole-tree index does the same across files). Which function *is* a
-helper is found by ``monkeypatches`` (its ``setattr``).
+helper is found by ``monkeypatches`` (its ``setattr``). :func:`base_mixin_patches` turns
+``U.__bases__ = (Mixin, ...)`` into a patch of ``U`` by each method of ``Mixin``.
 """
 
 from __future__ import annotations
@@ -157,3 +158,42 @@ def same_file_helper_patches(
             ref = replace(ref, detail=f"patch helper {helper}: replaced by")
             patch_values.append((len(refs), value.value))  # type: ignore[arg-type]
         refs.append(ref)
+
+
+def base_mixin_patches(
+    mixins: list[tuple[str, str, int, str | None]],
+    functions: dict[str, DownstreamFunction],
+    path: str,
+    lines: list[str],
+) -> list[Reference]:
+    """The MONKEYPATCH references of ``U.__bases__ = (Mixin, ...)``: for each method
+    ``Mixin.m``, one at the assignment (it installs the method on ``U`` and its
+    subclasses) and one at the def (the code that replaces upstream's ``m`` there)."""
+    out: list[Reference] = []
+    for up, mixin, line, owner in mixins:
+        short = up.rsplit(".", 1)[-1]
+        for qual, fn in functions.items():
+            if qual.rpartition(".")[0] != mixin:
+                continue
+            target = f"{up}.{qual.rsplit('.', 1)[-1]}"
+            where = f"{path}::{qual}"
+            at_bases = Reference(
+                CouplingKind.MONKEYPATCH,
+                target,
+                path,
+                line,
+                line_snippet(lines, line),
+                detail=f"bases: {mixin} put first in {short}'s bases: replaced by",
+                owner=owner,
+            )
+            at_def = Reference(
+                CouplingKind.MONKEYPATCH,
+                target,
+                path,
+                fn.line,
+                fn.snippet or line_snippet(lines, fn.line),
+                detail=f"method of {mixin}, put first in {short}'s bases at :{line}: replaced by",
+                owner=qual,
+            )
+            out += [apply_function(at_bases, fn, where), apply_function(at_def, fn, where)]
+    return out

@@ -81,10 +81,13 @@ class Fingerprint:
 
     packed: bytes
     tokens: int  # non-trivial logical lines
+    # logical lines that are not framework boilerplate (forks.substantial_lines); -1: not
+    # counted (upstream fingerprints: the downstream side decides)
+    substance: int = -1
 
     @classmethod
-    def of(cls, grams: Iterable[int], tokens: int) -> Fingerprint:
-        return cls(pack_hashes(grams), tokens)
+    def of(cls, grams: Iterable[int], tokens: int, substance: int = -1) -> Fingerprint:
+        return cls(pack_hashes(grams), tokens, substance)
 
     @cached_property
     def grams(self) -> frozenset[int]:

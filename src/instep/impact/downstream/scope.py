@@ -14,6 +14,7 @@ coupling kind build on it (``imports``, ``definitions``, ``monkeypatches``,
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -37,6 +38,11 @@ from instep.pyindex.signatures import call_shape
 
 MAX_CALL_SHAPES = 16  # distinct ways of calling one upstream callable judged per place
 SNIPPET_CHARS = 160
+
+
+# a name after a dot, or a quoted identifier (getattr(obj, "name")): how a file (or a def)
+# can name a member of an upstream class it uses
+ATTRIBUTE_NAMES = re.compile(r"(?<=[.\"'])\s*([A-Za-z_]\w*)")
 
 
 def line_snippet(lines: list[str], line: int) -> str:
@@ -85,6 +91,8 @@ class Scope(HotLines):
         self.returns: dict[str, str] = {}  # local def -> upstream module/object it returns
         self.calls: list[CallSite] = []
         self.local_patches: list[tuple[int, Local]] = []  # ref idx -> its local replacement
+        # ``U.__bases__ = (Mixin, ...)``: (upstream class, local class put first, line, owner)
+        self.base_mixins: list[tuple[str, str, int, str | None]] = []
         # (local name, upstream binding) -> first line of the ``try`` body that binds it
         # when an ``except ImportError`` handler binds the same name too
         self.import_fallbacks: dict[tuple[str, str], int] = {}
@@ -108,6 +116,9 @@ class Scope(HotLines):
         # class without calling or passing it on: not a use for the call check
         self.in_type = 0
         self.type_nodes: set[int] = set()
+        # (target, place) named in a type position / otherwise (called, read, passed on)
+        self.typed_uses: set[tuple[str, str | None]] = set()
+        self.runtime_uses: set[tuple[str, str | None]] = set()
         # module-level defs and classes of the file, by name: a def's body may name one
         # defined further down (Python looks the name up when the def runs)
         self.module_defs: dict[str, Local] = {}
@@ -240,6 +251,7 @@ class Scope(HotLines):
             return  # its call recorded the shape
         typed = call is None and (self.in_type > 0 or id(node) in self.type_nodes)
         places, owner = self.call_uses.setdefault(target, {}), self.owner()
+        (self.typed_uses if typed else self.runtime_uses).add((target, owner))
         shapes = places.setdefault(owner, set())
         if shapes is None or typed:
             return
@@ -266,6 +278,18 @@ class Scope(HotLines):
                 return None
             out |= shapes
         return None if len(out) > MAX_CALL_SHAPES else tuple(sorted(out))
+
+    def type_only(self, ref: Reference) -> bool:
+        """Does the place name ``ref.target`` only in type positions (annotations,
+        ``isinstance``/``issubclass`` class arguments, ``except`` clauses)? For an import
+        line: every place of the file that names it, at least one."""
+        if ref.detail == "use":
+            key = (ref.target, ref.owner)
+            return key in self.typed_uses and key not in self.runtime_uses
+        owners = self.call_uses.get(ref.target, {})
+        return bool(owners) and all(
+            (ref.target, owner) not in self.runtime_uses for owner in owners
+        )
 
     def note_call(self, dotted: str) -> None:
         if self.frames and self.is_up(dotted):

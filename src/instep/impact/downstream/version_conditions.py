@@ -21,9 +21,22 @@ _VERSION_STR = re.compile(r"^\s*v?(\d+(?:\.\d+)*)")
 _MIN_SUPPORTED = re.compile(r"^MIN_SUPPORTED\w*$")  # a bound the downstream names, not current
 _HELPER = re.compile(
     r"version.*_(ge|gte|gt|lt|le|lte|at_least|atleast|less_than|older_than|newer_than|before"
-    r"|after|since|below)$|^(is_)?torch_(ge|gt|lt|le)_?\d*$|^(is_)?torch_version_(ge|gt|lt|le)",
+    r"|after|since|below)$|^(is_)?torch_(ge|gt|lt|le)_?\d*$|^(is_)?torch_version_(ge|gt|lt|le)"
+    r"|^_?(is_)?torch_(?:version_)?(equal_or_newer|equal_or_older|newer_than|older_than|equal)$",
     re.IGNORECASE,
 )
+# A version that is another package's, not the upstream's: a helper or a name that says so
+# (``_is_gte_cann_version``, ``soc_version``, ``cuda_version_ge``) is no torch gate.
+_OTHER_PACKAGE = re.compile(
+    r"cann|cuda|hip|rocm|triton|python|numpy|transformers|driver|soc|cudnn|nccl|hccl|model",
+    re.IGNORECASE,
+)
+# current-version names: torch's own (``torch.__version__``, ``TORCH_VERSION``,
+# ``torch_version``) or an upper-case module constant ``CURRENT_VERSION`` / ``PT_VERSION``
+# (torch_npu's ``_compat/version.py``); a bare ``version``, ``config.version`` or
+# ``current_version`` may be any package's, a model's or the downstream's own.
+_CONSTANT_VERSION = re.compile(r"^_?(CURRENT|PT|PYTORCH|TORCH)_VERSION\w*$")
+_TORCH_VERSION = re.compile(r"torch_?version|version_?torch")  # not torch_npu's own
 
 
 def parse_version(value: object) -> Version | None:
@@ -86,7 +99,21 @@ def is_current_version(node: ast.AST) -> bool:
     low = name.lower()
     if "version" not in low or "info" in low or "min_supported" in low:
         return False  # sys.version_info is Python's; MIN_SUPPORTED is a bound, not current
-    return not _MIN_SUPPORTED.match(name)
+    if _MIN_SUPPORTED.match(name) or _OTHER_PACKAGE.search(name):
+        return False
+    if name == "__version__":  # torch.__version__, torch.version.__version__; not a module's own
+        return isinstance(node, ast.Attribute) and _dotted(node.value).split(".")[0] == "torch"
+    return _TORCH_VERSION.search(low) is not None or _CONSTANT_VERSION.match(name) is not None
+
+
+def _dotted(node: ast.AST) -> str:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return ".".join(reversed(parts))
 
 
 def flip(op: ast.cmpop) -> ast.cmpop:
@@ -161,12 +188,18 @@ class Conditions:
     def _helper_call(self, call: ast.Call) -> Range | None:
         name = callee(call)
         m = _HELPER.search(name)
-        if not m or not call.args:
+        if not m or not call.args or _OTHER_PACKAGE.search(name):
             return None
         v = literal_version(call.args[-1])
         if v is None:
             return None
         word = next(g for g in m.groups() if g and not g.startswith("is")).lower()
+        if word == "equal":  # is_torch_equal("2.9.0"): 2.9.0 and its local builds
+            return (v, bump(v))
+        if word in {"equal_or_newer"}:
+            return (v, None)
+        if word in {"equal_or_older"}:
+            return (None, bump(v))
         if word in {"ge", "gte", "at_least", "atleast", "since"}:
             return (v, None)
         if word in {"gt", "newer_than", "after"}:

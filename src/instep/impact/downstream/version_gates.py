@@ -43,12 +43,12 @@ _CAN_REMOVE = re.compile(
     r"CAN\s+REMOVE.*?MIN_SUPPORTED\w*\s*>=\s*\(?\s*(\d+)\s*[,.]\s*(\d+)", re.IGNORECASE
 )
 _MAY_GATE = re.compile(
-    r"(?i)version|hasattr|ImportError|COMPAT|torch_(?:ge|gt|lt|le)|getsource|\)\.parameters"
+    r"(?i)version|hasattr|ImportError|COMPAT|torch_(?:ge|gt|lt|le|equal)|getsource|\)\.parameters"
 )
 # the same words in lower case, searched in the lowered source: several times faster than
 # an ignore-case search, and the same answer for ASCII text
 _MAY_GATE_LOWER = re.compile(
-    r"version|hasattr|importerror|compat|torch_(?:ge|gt|lt|le)|getsource|\)\.parameters"
+    r"version|hasattr|importerror|compat|torch_(?:ge|gt|lt|le|equal)|getsource|\)\.parameters"
 )
 
 
@@ -460,17 +460,28 @@ def min_supported_in(tree: ast.Module) -> Version | None:
 
 
 def compat_debt(
-    gates: list[VersionGate], min_supported: tuple[int, ...], analysed_new: tuple[int, ...]
+    gates: list[VersionGate],
+    min_supported: tuple[int, ...],
+    analysed_new: tuple[int, ...],
+    floor_known: bool = True,
 ) -> list[tuple[VersionGate, str]]:
     """Gates whose condition no longer varies over the supported range -> removable.
 
     The supported range is ``[min_supported, analysed_new]``. A gate that only lets code
     run on torch older than ``min_supported`` guards dead code; a gate that lets code run
     on every supported version is a check that can go (with its ``else`` branch). Gates
-    without a version (``hasattr``, ``try_import``) are never decided here.
+    without a version (``hasattr``, ``try_import``) are never decided here. With an assumed
+    floor (``floor_known`` False) the reason says what removing needs.
     """
     out: list[tuple[VersionGate, str]] = []
     lo_s, hi_s = tuple(min_supported), tuple(analysed_new)
+    floor = fmt_version(lo_s)
+    if floor_known:
+        remove, drop = "remove the gated code", "drop the check and its other branch"
+    else:
+        cond = f"if the downstream supports no torch older than {floor} (--min-supported)"
+        remove = f"remove the gated code {cond}"
+        drop = f"drop the check and its other branch {cond}"
     for g in gates:
         lo, hi = g.min_version, g.max_version
         if lo is None and hi is None:
@@ -480,13 +491,12 @@ def compat_debt(
             if g.kind == "compat_comment":
                 reason = (
                     f"{where}: CAN REMOVE (needed only before torch {fmt_version(hi)}); "
-                    f"minimum supported is {fmt_version(lo_s)}"
+                    f"minimum supported is {floor}"
                 )
             else:
                 reason = (
                     f"{where}: `{g.condition}` is always false: it runs only on torch < "
-                    f"{fmt_version(hi)} and the minimum supported is {fmt_version(lo_s)}; "
-                    "remove the gated code"
+                    f"{fmt_version(hi)} and the minimum supported is {floor}; {remove}"
                 )
             out.append((g, reason))
         elif (
@@ -498,13 +508,13 @@ def compat_debt(
         ):
             reason = (
                 f"{where}: `{g.condition}` is always true since the minimum supported torch "
-                f"{fmt_version(lo_s)} >= {fmt_version(lo)}; drop the check and its other branch"
+                f"{floor} >= {fmt_version(lo)}; {drop}"
             )
             out.append((g, reason))
         elif lo is not None and hi is not None and (hi_s < lo or lo_s >= hi):
             reason = (
                 f"{where}: `{g.condition}` never holds for torch "
-                f"{fmt_version(lo_s)}..{fmt_version(hi_s)}; remove the gated code"
+                f"{floor}..{fmt_version(hi_s)}; {remove}"
             )
             out.append((g, reason))
     return out

@@ -1,4 +1,6 @@
-"""CSV: one row per unit in the seed's column order, plus evidence; opens in spreadsheets.
+"""CSV: one row per unit in the seed's column order, plus evidence and the unit's couplings
+per action (the summary's counting: a coupling under its own action); opens in
+spreadsheets.
 
 A report with a scope opens with it: one row per sentence, its one cell starting with
 ``# `` (a spreadsheet shows it above the table; ``pandas.read_csv(comment="#")`` and
@@ -12,10 +14,20 @@ import io
 from instep.glossary import glossary
 from instep.impact.export.labels import COLUMNS, YES_NO, kind_label, lang_of
 from instep.impact.export.scope_text import scope_lines
-from instep.impact.model import ImpactReport
+from instep.impact.model import Action, ImpactReport
 
 EXTRA = {
-    "en": ["Coupling kinds", "Evidence", "Upstream symbols", "Suggested tests", "PR", "Commit"],
+    "en": [
+        "Coupling kinds",
+        "Evidence",
+        "Upstream symbols",
+        "Suggested tests",
+        "PR",
+        "Commit",
+        "Shim couplings",
+        "Test couplings",
+        "Check couplings",
+    ],
     "zh": list(glossary()["texts"]["impact_table"]["extra_columns"]),
 }
 
@@ -50,6 +62,7 @@ def render_csv(report: ImpactReport) -> str:
                 "\n".join(u.suggested_tests),
                 ch.pr or "",
                 ch.commit or "",
+                *(sum(1 for c in u.couplings if c.action is a) for a in reversed(Action)),
             ]
         )
     return buf.getvalue()

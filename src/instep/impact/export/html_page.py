@@ -121,7 +121,25 @@ def render_html(report: ImpactReport, all_units: bool = False) -> str:
     template = env.from_string(source)
     sec = sections.build(report)
     summary = report.summary()
+    t = SECTIONS[lang]
+
+    def commands(tests) -> markupsafe.Markup:
+        """A place's commands as inline code, escaped (they quote analysed names)."""
+        found, more = sections.commands_for(tests)
+        parts = [
+            markupsafe.Markup("<code>{}</code>{}").format(
+                c.command, f" ({t['where_' + c.where]})" if f"where_{c.where}" in t else ""
+            )
+            for c in found
+        ]
+        if more > 0:
+            parts.append(markupsafe.escape(t["more_tests"].format(n=more)))
+        return markupsafe.Markup("; ").join(parts)
+
+    totals = {k: sum(c[k] for c in sec.counts.values()) for k in ("units", "couplings", "places")}
     return template.render(
+        commands=commands,
+        totals=totals,
         lang=lang,
         h=HEADINGS[lang],
         t=SECTIONS[lang],

@@ -10,6 +10,7 @@ from typing import Any
 
 from instep import __version__
 from instep import impact_contract as contract
+from instep.impact.export.labels import SECTIONS, lang_of
 from instep.impact.model import ImpactReport
 from instep.impact.no_gc import no_cyclic_gc
 
@@ -21,6 +22,7 @@ def as_document(report: ImpactReport) -> contract.ImpactDocument:
         generated_at=report.generated_at,
         lang=report.lang,
         scope=report.scope,
+        definitions=definitions(lang_of(report.lang)),
         upstream=contract.Upstream(**report.upstream),
         downstream=contract.Downstream(**report.downstream),
         summary=_summary(report.summary()),
@@ -31,6 +33,14 @@ def as_document(report: ImpactReport) -> contract.ImpactDocument:
         warnings=tuple(report.warnings),
         stats=report.stats,
     )
+
+
+def definitions(lang: str) -> contract.Definitions:
+    """What Shim, Test and Check mean and how units, couplings and places are counted:
+    the lines the Markdown and HTML reports open with."""
+    t = SECTIONS[lang]
+    actions = {a: t[f"means_{a.value}"] for a in reversed(contract.Action)}
+    return contract.Definitions(actions=actions, counting=t["counting"])
 
 
 def render_json(report: ImpactReport) -> str:
@@ -49,6 +59,7 @@ def _summary(s: dict[str, Any]) -> contract.Summary:
     return contract.Summary(
         **{
             **s,
+            "counts": {action(k): contract.Counts(**c) for k, c in s["counts"].items()},
             "by_action": {action(k): n for k, n in s["by_action"].items()},
             "by_risk": {risk(k): n for k, n in s["by_risk"].items()},
             "by_stage_action": {

@@ -46,7 +46,7 @@ HEADINGS = {
 SECTIONS = {
     "en": {
         "act_now": "Act now",
-        "act_now_count": "{couplings} Shim coupling(s) in {units} unit(s)",
+        "act_now_count": "{couplings} Shim coupling(s) at {places} place(s) in {units} unit(s)",
         "act_now_none": "No Shim: no upstream change was found that breaks the downstream.",
         "refusals_count": "{n} version check(s) refuse torch {new} and let {old} through"
         " ({modules} at module level)",
@@ -54,10 +54,27 @@ SECTIONS = {
         "refusal_function": "fails when `{scope}` is called",
         "refuses_when": "refuses when",
         "test_these": "Test these",
-        "test_these_count": "the top {shown} of {total} downstream places reached by a Test"
-        " coupling, by priority",
+        "test_these_count": "the top {shown} of {total} Test places, by priority, each with"
+        " the command that runs its suggested tests on the backend's device",
         "test_these_none": "No Test coupling.",
-        "test_cols": ["#", "priority", "downstream place", "why", "units", "suggested tests"],
+        "test_cols": ["#", "priority", "downstream place", "why", "units", "test to run"],
+        "tests_run_all": "All suggested tests at once: `instep run --impact REPORT.json` (this"
+        " analysis with `--format json`), on the backend's profile.",
+        "more_tests": "+{n} more",
+        "other_tests": "+{n} for its other changes",
+        "where_upstream": "in an upstream checkout",
+        "where_downstream": "in the downstream checkout",
+        "shim_tests": "test",
+        "count_cols": ["action", "means", "units", "couplings", "places"],
+        "means_Shim": "the backend breaks on the new upstream: change its code",
+        "means_Test": "behaviour the backend runs changed: run its tests",
+        "means_Check": "read and confirm: no code change or test needed",
+        "all": "all",
+        "counting": "A unit is one upstream change (a commit, a patch, a file or class of a"
+        " release); a coupling, one downstream place's dependency on one changed upstream"
+        " symbol; a place, the downstream function, method or class that holds couplings"
+        " (the module, for module-level code; an import line is none). A unit and a place"
+        " count under the strongest action of their couplings, a coupling under its own.",
         "sinks": "only through long inherited paths",
         "debt": "Compat debt",
         "debt_count": "{n} place(s) whose version gate no longer decides anything on the"
@@ -76,10 +93,11 @@ SECTIONS = {
         "shown": "units shown",
         "more_units": "The per-unit table: `--all` (JSON and CSV always hold every unit).",
         "signature": "signature",
+        "full_signatures": "full signatures",
         "breaking_path": "breaking path",
         "none": "none",
         "tests_note": "{without} of {needing} unit(s) that need a test have no suggested test:"
-        " {why}",
+        " no operator's OpInfo or built-in case reaches what they change, and {why}",
         "no_tests_both": "neither the upstream nor the downstream source carries test files"
         " (wheels ship none).",
         "no_tests_up": "the upstream source carries no test files (a wheel ships none).",

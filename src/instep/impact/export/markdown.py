@@ -44,11 +44,12 @@ def render_markdown(report: ImpactReport, all_units: bool = False, max_evidence:
     lang = lang_of(report.lang)
     h, t = HEADINGS[lang], SECTIONS[lang]
     up = report.upstream
-    s = report.summary()
+    sec = sections.build(report)
     lines = [f"# {h['title']}", ""]
     scope = scope_lines(report.scope, lang)  # what was read, before anything else
     if scope:
         lines += [f"> {_cell(line)}" for line in scope] + [""]
+    lines += _counts(sec.counts, t)
     lines.append(
         f"- upstream: {up.get('mode')} {up.get('old', '')} → {up.get('new', '')}"
         + (f" ({up['range']})" if up.get("range") else "")
@@ -56,13 +57,6 @@ def render_markdown(report: ImpactReport, all_units: bool = False, max_evidence:
     lines.append(f"- downstream: {report.downstream.get('source', '')}")
     if report.generated_at:
         lines.append(f"- generated: {report.generated_at}")
-    lines.append(
-        "- "
-        + t["totals"].format(units=s["units"], couplings=s["couplings"])
-        + ": "
-        + ", ".join(f"{a} {s['by_action'].get(a, 0)}" for a in ("Shim", "Test", "Check"))
-    )
-    sec = sections.build(report)
     lines += _act_now(sec, t, up, no_shim_text(report.scope, lang, t["act_now_none"]))
     lines += _test_these(sec, t, lang)
     lines += _debt_and_adapted(report, sec, t)
@@ -76,6 +70,36 @@ def render_markdown(report: ImpactReport, all_units: bool = False, max_evidence:
         lines += ["", f"## {h['warnings']}", ""]
         lines += [f"- {_cell(w)}" for w in report.warnings]
     return "\n".join(lines) + "\n"
+
+
+def _counts(counts: dict[str, dict[str, int]], t: dict) -> list[str]:
+    """What Shim, Test and Check mean, one line each, with the units, couplings and
+    places of each (the JSON summary's ``counts``), then how they are counted."""
+    cols = t["count_cols"]
+    lines = ["| " + " | ".join(cols) + " |", "|---|---|---:|---:|---:|"]
+    total = {k: 0 for k in ("units", "couplings", "places")}
+    for action in ("Shim", "Test", "Check"):
+        c = counts[action]
+        lines.append(
+            f"| {action} | {t['means_' + action]} | {c['units']} | {c['couplings']}"
+            f" | {c['places']} |"
+        )
+        for k in total:
+            total[k] += c[k]
+    lines.append(f"| {t['all']} | | {total['units']} | {total['couplings']} | {total['places']} |")
+    return [*lines, "", t["counting"], ""]
+
+
+def _commands(tests, t: dict) -> str:
+    """The commands running ``tests``, as inline code, with where to run them."""
+    commands, more = sections.commands_for(tests)
+    parts = [
+        _code(c.command) + (f" ({t['where_' + c.where]})" if f"where_{c.where}" in t else "")
+        for c in commands
+    ]
+    if more > 0:
+        parts.append(t["more_tests"].format(n=more))
+    return "; ".join(parts)
 
 
 def _code(text: str) -> str:
@@ -118,21 +142,31 @@ def _act_now(sec: sections.Sections, t: dict, up: dict, none: str) -> list[str]:
     lines = ["", f"## {t['act_now']}", "", *_refusals(sec, t, up)]
     if not sec.act_now:
         return [*lines, none]
-    lines += [t["act_now_count"].format(couplings=len(sec.act_now), units=units), ""]
+    places = sec.counts["Shim"]["places"]
+    lines += [
+        t["act_now_count"].format(couplings=len(sec.act_now), places=places, units=units),
+        "",
+    ]
     for x in sec.act_now:
         line = (
             f"- **{x.downstream}** "
             + (f"{_code(x.snippet)} " if x.snippet else "")
             + f"({x.kind}) → {_code(x.upstream)}"
-            f" at {x.upstream_at} ({x.change}" + (f", #{x.pr}" if x.pr else "") + ")"
+            f" at {x.upstream_at} ({x.change}"
+            + (f", #{x.pr}" if x.pr else "")
+            + (f"; {x.deprecation}" if x.deprecation else "")
+            + ")"
         )
-        if x.signature:
-            line += f"; {t['signature']} {_code(x.signature)}"
+        if x.delta:
+            line += f"; {t['signature']} {_code(x.delta)}"
         if x.why:
             line += f": {x.why}"
         if x.path:
             line += f"; {t['breaking_path']}: {x.path}"
-        lines.append(line + f" [{x.rule}]")
+        line += f" [{x.rule}]"
+        if x.tests:
+            line += f"; {t['shim_tests']}: {_commands(x.tests, t)}"
+        lines.append(line)
     return lines
 
 
@@ -150,14 +184,20 @@ def _test_these(sec: sections.Sections, t: dict, lang: str) -> list[str]:
                 f"{kind_label(top.coupling.kind, top.coupling.role, lang)}"
                 f" → `{top.coupling.upstream}` ({top.change}, {top.stage}"
                 + (f", +{top.hops} hops" if top.hops else "")
+                + (f"; {top.deprecation}" if top.deprecation else "")
                 + ")"
                 + (f"; {t['sinks']}" if p.sinks else "")
             )
-            tests = ", ".join(p.tests[:4]) + (f" +{len(p.tests) - 4}" if len(p.tests) > 4 else "")
+            tests = _commands(p.tests, t)
+            if p.other_tests:
+                other = t["other_tests"].format(n=len({x.test for x in p.other_tests}))
+                tests = f"{tests}; {other}" if tests else f"{t['none']} ({other})"
             lines.append(
                 f"| {i} | {p.priority:g} | `{_cell(p.place)}` {p.at} | {_cell(why)} | "
                 f"{len(p.units)} | {_cell(tests) or t['none']} |"
             )
+        if any(p.tests or p.other_tests for p in sec.test_these):
+            lines += ["", t["tests_run_all"]]
     if sec.tests_note is not None:
         lines += ["", "> " + _cell(tests_note_text(sec.tests_note, lang))]
     return lines

@@ -15,7 +15,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from instep.impact.model import Action, ChangeKind, Coupling, CouplingKind, Impact, Stage
+from instep.impact.model import (
+    Action,
+    ChangeKind,
+    Coupling,
+    CouplingKind,
+    Impact,
+    Stage,
+    SuggestedTest,
+)
 
 # The weights are the rounded lift of each value on a *tuning pair* that no figure uses:
 # torch 2.12.1 -> 2.13.0 on torch-npu 2.12.0, against what torch-npu 2.13.0 changed
@@ -64,6 +72,7 @@ class Scored:
     stage: str
     hops: int  # calls between the changed symbol and the place, beyond the direct link
     score: float
+    deprecation: str = ""  # the symbol diff's note on a rename that keeps the old name
 
     @property
     def sinks(self) -> bool:
@@ -81,7 +90,12 @@ class TestPlace:
     units: tuple[str, ...]  # ids of the upstream units reaching it
     couplings: int
     top: Scored  # the strongest coupling
-    tests: tuple[str, ...]  # suggested tests of the units reaching it
+    # the suggested tests of the change the place is listed for (its strongest coupling's
+    # upstream symbol), then that unit's tests tied to no symbol (upstream test files,
+    # downstream tests importing a coupled module)
+    tests: tuple[SuggestedTest, ...]
+    # the suggested tests of the place's other Test couplings (other changes reaching it)
+    other_tests: tuple[SuggestedTest, ...] = ()
 
 
 def score(unit: Impact, coupling: Coupling) -> Scored:
@@ -97,30 +111,31 @@ def score(unit: Impact, coupling: Coupling) -> Scored:
         * CODE_CHANGE_WEIGHT.get(str(coupling.code_change), 1.0)
         / (1 + hops)
     )
-    return Scored(unit, coupling, str(strongest or "?"), str(stage), hops, value)
+    note = change.deprecation if change is not None else ""
+    return Scored(unit, coupling, str(strongest or "?"), str(stage), hops, value, note)
 
 
 def rank_test_places(units: list[Impact]) -> list[TestPlace]:
-    """Every place holding a Test coupling (not already adapted), most urgent first.
+    """Every Test place (a place whose strongest coupling is Test: one with a Shim is in
+    "Act now"; an import line is no place, :attr:`Coupling.counted_place`), most urgent
+    first. Already-adapted couplings are Check (the adapted.* rules), so no Test place.
 
     A place's priority is its best coupling's score times ``1 + log2(units reaching it)``;
     places whose every coupling is a long inherited path come after all others.
     """
+    shim = {c.counted_place for u in units for c in u.couplings if c.action is Action.SHIM}
     by_place: dict[str, list[Scored]] = {}
     for unit in units:
         for c in unit.couplings:
-            if c.action is not Action.TEST or c.already_adapted:
+            place = c.counted_place
+            if c.action is not Action.TEST or place is None or place in shim:
                 continue
-            if c.owner is None and c.kind is CouplingKind.IMPORT_USE:
-                continue  # an import line: the functions using the name are the places
-            by_place.setdefault(c.place, []).append(score(unit, c))
+            by_place.setdefault(place, []).append(score(unit, c))
     places = []
     for place, scored in by_place.items():
         ids = tuple(dict.fromkeys(s.unit.change.id for s in scored))
         top = max(scored, key=lambda s: (not s.sinks, s.score))
-        tests: dict[str, None] = {}
-        for s in scored:
-            tests.update(dict.fromkeys(s.unit.suggested_tests))
+        tests, others = place_tests(top, scored)
         places.append(
             TestPlace(
                 place=place,
@@ -131,7 +146,26 @@ def rank_test_places(units: list[Impact]) -> list[TestPlace]:
                 couplings=len(scored),
                 top=top,
                 tests=tuple(tests),
+                other_tests=tuple(others),
             )
         )
     places.sort(key=lambda p: (p.sinks, -p.priority, -len(p.units), p.place))
     return places
+
+
+def place_tests(
+    top: Scored, scored: list[Scored]
+) -> tuple[list[SuggestedTest], list[SuggestedTest]]:
+    """A place's tests: those chosen for the upstream symbol of its strongest coupling
+    (the change the place is listed for) and its unit's tests tied to no symbol; then,
+    apart, those of its other couplings' symbols (in their score order)."""
+    mine = [t for t in top.unit.tests if top.coupling.upstream in t.symbols]
+    mine += [t for t in top.unit.tests if not t.symbols]
+    seen = {t.test for t in mine}
+    others: list[SuggestedTest] = []
+    for s in sorted(scored, key=lambda s: -s.score):
+        for t in s.unit.tests:
+            if t.test not in seen and (not t.symbols or s.coupling.upstream in t.symbols):
+                seen.add(t.test)
+                others.append(t)
+    return mine, others

@@ -13,12 +13,15 @@ from dataclasses import dataclass
 
 from instep.impact.export.labels import kind_label
 from instep.impact.export.priority import TestPlace, rank_test_places
-from instep.impact.model import Action, ChangeKind, ImpactReport
+from instep.impact.join.test_suggestions import RunCommand, run_commands
+from instep.impact.model import Action, ChangeKind, Impact, ImpactReport, SuggestedTest
 from instep.pyindex.model import SymbolKind
+from instep.pyindex.signature_delta import delta_text
 
 NATIVE_KINDS = (SymbolKind.NATIVE_FUNCTION, SymbolKind.NATIVE_DATA)
 
 TOP_TEST_PLACES = 25  # Test places listed under "Test these"
+TESTS_PER_COMMAND = 4  # tests of one kind a place's command runs (the others: "+N more")
 
 
 @dataclass(frozen=True)
@@ -33,10 +36,16 @@ class ShimLine:
     upstream: str  # 'path::qualname'
     upstream_at: str  # 'path:line' in the new upstream (the old one when removed)
     change: str  # change kind
-    signature: str | None  # '(old) -> (new)' for a signature change
+    # a signature change: what changed ('+ *, strict_sum: bool = False', pyindex's
+    # signature_delta), and the two full signatures (folded away in the HTML)
+    delta: str | None
     why: str  # the coupling's detail (what does not bind, what is missing)
     rule: str
     path: str = ""  # the breaking path in the new upstream (the evidence), when it names one
+    old_signature: str = ""
+    new_signature: str = ""
+    tests: tuple[SuggestedTest, ...] = ()  # suggested for the upstream symbol
+    deprecation: str = ""  # a rename that keeps the old name (the symbol diff's note)
 
 
 @dataclass(frozen=True)
@@ -75,6 +84,7 @@ class Sections:
     act_now: list[ShimLine]
     test_these: list[TestPlace]
     test_places: int  # Test places in all
+    counts: dict[str, dict[str, int]]  # per action: units, couplings, places (the summary's)
     debt: list[dict]  # one per place: a gate and its negation share a line
     adapted: list[AdaptedGate]
     by_stage: list[StageRow]
@@ -104,14 +114,27 @@ def act_now(report: ImpactReport) -> list[ShimLine]:
             if c.action is not Action.SHIM:
                 continue
             change = next((x for x in unit.change.changes if x.ref == c.upstream), None)
-            signature = None
+            delta, old_sig, new_sig = None, "", ""
             if (
                 change is not None
                 and ChangeKind.SIGNATURE in change.aspects
                 and change.old is not None
                 and change.new is not None
             ):
-                signature = f"({change.old.signature or ''}) -> ({change.new.signature or ''})"
+                old_sig = f"({change.old.signature or ''})"
+                new_sig = f"({change.new.signature or ''})"
+                # a C++ symbol's parameter types: the two lists as they are (the delta
+                # reads Python parameters)
+                delta = (
+                    f"{old_sig} -> {new_sig}"
+                    if change.symbol_kind in NATIVE_KINDS
+                    else delta_text(
+                        change.old.signature or "",
+                        change.new.signature or "",
+                        change.old.returns,
+                        change.new.returns,
+                    )
+                )
             lines.append(
                 ShimLine(
                     unit=unit.change.id,
@@ -122,13 +145,21 @@ def act_now(report: ImpactReport) -> list[ShimLine]:
                     upstream=c.upstream,
                     upstream_at=_upstream_at(change),
                     change=str(change.kind) if change is not None else "",
-                    signature=signature,
+                    delta=delta,
                     why="; ".join(dict.fromkeys([*c.problems] or [c.detail])),
                     rule=c.rule,
                     path=_breaking_path(c),
+                    old_signature=old_sig,
+                    new_signature=new_sig,
+                    tests=_symbol_tests(unit, c.upstream),
+                    deprecation=change.deprecation if change is not None else "",
                 )
             )
     return lines
+
+
+def _symbol_tests(unit: Impact, symbol: str) -> tuple[SuggestedTest, ...]:
+    return tuple(t for t in unit.tests if symbol in t.symbols)
 
 
 def _breaking_path(c) -> str:
@@ -200,6 +231,7 @@ def build(report: ImpactReport, top: int = TOP_TEST_PLACES) -> Sections:
         act_now=act_now(report),
         test_these=places[:top],
         test_places=len(places),
+        counts=report.counts(),
         debt=list({str(d.get("at")): d for d in reversed(report.compat_debt)}.values())[::-1],
         adapted=adapted_gates(report),
         by_stage=by_stage(report),
@@ -212,3 +244,13 @@ def debt_reason(debt: dict) -> str:
     reason = str(debt.get("reason", ""))
     head = f"{debt.get('at')}: `{debt.get('condition')}` "
     return reason[len(head) :] if reason.startswith(head) else reason
+
+
+def commands_for(
+    tests: tuple[SuggestedTest, ...] | list[SuggestedTest], limit: int = TESTS_PER_COMMAND
+) -> tuple[list[RunCommand], int]:
+    """The commands that run a place's (or a Shim's) tests, at most ``limit`` tests of
+    each kind, and how many tests they leave out."""
+    commands = run_commands(tests, limit)
+    shown = sum(len(c.tests) for c in commands)
+    return commands, len({t.test for t in tests}) - shown

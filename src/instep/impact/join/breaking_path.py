@@ -51,6 +51,8 @@ from pathlib import Path
 from instep.impact.downstream.class_escapes import ClassEscapes
 from instep.impact.downstream.wholesale import Swap
 from instep.impact.join.fact_names import Fact
+from instep.impact.join.patch_installs import PatchInstalls
+from instep.impact.join.patched_callers import callers_replaced
 from instep.impact.join.upstream_calls import SELF_CONSTRUCTION, CallSite, UpstreamCalls
 from instep.impact.model import ChangeKind, CouplingKind, Reference, SymbolChange
 from instep.pyindex.model import SymbolKind, module_of
@@ -111,6 +113,8 @@ class _Context:
     swaps: tuple[Swap, ...] = ()  # upstream modules the downstream swaps wholesale
     calls: UpstreamCalls | None = None
     escapes: ClassEscapes | None = None  # where downstream classes leave downstream code
+    installs: PatchInstalls | None = None  # patches installed only under a switch off
+    typed_only: bool = False  # an untyped receiver is not followed (join/new_calls.py)
 
     @property
     def method(self) -> bool:
@@ -202,6 +206,8 @@ def _live(
         return swapped
     if dotted in ctx.patched:
         return f"its caller `{caller}` is replaced downstream too ({ctx.patched[dotted]})"
+    if ctx.kind is CouplingKind.MONKEYPATCH and site_cls is not None and depth < LIVENESS_DEPTH:
+        return callers_replaced(ctx, site_cls, caller, depth, _live, _resolve_expr)
     if ctx.kind is not CouplingKind.SUBCLASS_OVERRIDE or site_cls is None:
         return ""
     member = caller.rsplit(".", 1)[-1]
@@ -337,7 +343,7 @@ def _reaches_named(site: CallSite, ctx: _Context) -> tuple[bool | None, str]:
     if kept:  # whatever the receiver is, upstream never holds the downstream class
         return False, f"receiver `{expr}` is never {_who(ctx)}: {kept}"
     if target is None:
-        only = _only_in_hierarchy(ctx) if ctx.member != "__init__" else None
+        only = None if ctx.member == "__init__" or ctx.typed_only else _only_in_hierarchy(ctx)
         if only:
             return True, f"receiver `{expr}` is not typed, but {only}"
         return None, f"receiver `{expr}` not resolved (dynamic dispatch)"
@@ -426,6 +432,8 @@ def _kept_downstream(site: CallSite | None, ctx: _Context) -> str:
 
 
 def _who(ctx: _Context) -> str:
+    if ctx.kind is CouplingKind.MONKEYPATCH and ctx.cls is not None:
+        return f"the patched `{ctx.cls[1]}`"
     return ctx.owner_cls or "the downstream class"
 
 
@@ -473,12 +481,17 @@ def search(
     swaps: tuple[Swap, ...] = (),
     escapes: ClassEscapes | None = None,
     devices=None,
+    installs: PatchInstalls | None = None,
 ) -> PathVerdict:
     """Is there a new-upstream call that passes the new argument shape to ``ref``'s
     replacement of ``change``? The text quotes it, or says why none was found.
     ``devices`` (:class:`~instep.impact.join.device_classes.DeviceClasses`): a call in a
-    method of an upstream device class the backend never registers goes elsewhere."""
-    ctx = _Context(change, ref, kind, resolver, overridden, patched, swaps, calls, escapes)
+    method of an upstream device class the backend never registers goes elsewhere;
+    ``installs`` (:class:`~instep.impact.join.patch_installs.PatchInstalls`): a patch
+    installed only under a switch off by default breaks only when it is on."""
+    ctx = _Context(
+        change, ref, kind, resolver, overridden, patched, swaps, calls, escapes, installs
+    )
     new_params = _new_parameters(change)
     what = ", ".join(f"`{p}`" for p in new_params) or "the new argument shape"
     shaped = [
@@ -491,6 +504,20 @@ def search(
             "too many receivers to follow",
         )
     return _verdict(shaped, ctx, devices, what)
+
+
+def follow(
+    inputs, change: SymbolChange, ref: Reference, kind, site: CallSite, passed
+) -> PathVerdict:
+    """:func:`search`'s answer for one call ``site`` known to break ``ref``'s replacement
+    of ``change`` (it passes the keywords ``passed``), with the services of ``inputs``
+    (:class:`~instep.impact.join.pass_api.JoinInputs`), a receiver whose type is not
+    written down not followed: ``join/new_calls.py``."""
+    i = inputs
+    where = (i.overrides.overridden_in, i.patched_on_path, i.swaps, i.calls, i.escapes)
+    ctx = _Context(change, ref, kind, i.resolver, *where, i.installs, typed_only=True)
+    what = ", ".join(f"`{k}`" for k in passed)
+    return _verdict([(site, True)], ctx, inputs.devices, what)
 
 
 def _verdict(
@@ -519,9 +546,10 @@ def _verdict(
                 f"{f' (in `{site.caller}`)' if site.caller else ''} passing {what}, "
                 f"and the call reaches {ref.path}:{ref.line}: {why}"
             )
-            if site.guard is None:
+            guard = f"under {site.guard}" if site.guard else _installed_off(ctx)
+            if guard is None:
                 return PathVerdict(Fact.BREAKING_PATH, text)
-            conditional.append(f"{text}; but only under {site.guard}")
+            conditional.append(f"{text}; but only {guard}")
             continue
         (elsewhere if reach is False else not_followed).append(f"{site.at}: {why}")
     if conditional and not not_followed:
@@ -536,6 +564,14 @@ def _verdict(
     if elsewhere:
         reason += f" (the calls that pass it go elsewhere: {'; '.join(elsewhere[:2])})"
     return PathVerdict(Fact.NO_BREAKING_CALL, reason)
+
+
+def _installed_off(ctx: _Context) -> str | None:
+    """For a patch installed only under a switch off by default, that switch said."""
+    if ctx.installs is None or ctx.kind is not CouplingKind.MONKEYPATCH:
+        return None
+    why = ctx.installs.off_by_default(ctx.ref.path, ctx.ref.line, ctx.ref.owner)
+    return f"when the patch is installed: {why}" if why else None
 
 
 def _device_class_unused(site: CallSite, ctx: _Context, devices) -> str:

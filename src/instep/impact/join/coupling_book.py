@@ -50,10 +50,11 @@ class CouplingBook:
                 k,
                 inputs.resolver,
                 inputs.overrides.overridden_in,
-                inputs.overrides.patched,
+                inputs.patched_on_path,
                 inputs.swaps,
                 inputs.escapes,
                 inputs.devices,
+                inputs.installs,
             )
             extra, evidence = extra | {path.kind}, path.text
         coupling = kept[key] = decide(

@@ -22,6 +22,7 @@ REFERENCES = "join/references.py"
 CONSTRUCTORS = "join/constructor_calls.py"
 PATHS = "join/breaking_path.py"
 HOOKS = "join/hook_names.py"
+NEW_CALLS = "join/new_calls.py"
 KERNELS = "join/kernel_couplings.py"
 NATIVE = "join/native_units.py"
 
@@ -58,6 +59,9 @@ class Fact(Vocab):
     NO_BREAKING_CALL = "no_breaking_call", PATHS
     BREAKING_CALL_CONDITIONAL = "breaking_call_conditional", PATHS
     PATH_UNPROVEN = "path_unproven", PATHS
+    # a new upstream call passes a keyword a replacement never accepted (the caller changed)
+    NEW_BREAKING_CALL = "new_breaking_call", NEW_CALLS
+    NEW_CALL_CONDITIONAL = "new_call_conditional", NEW_CALLS
     # the calls at a use
     CALLED_DIRECTLY = "called_directly", FACTS, REFERENCES, CONSTRUCTORS
     CALLS_FIT = "calls_fit", FACTS
@@ -68,6 +72,7 @@ class Fact(Vocab):
     MEMBER_NOT_NAMED = "member_not_named", FACTS
     TOUCHES_OVERRIDE = "touches_override", FACTS
     ONLY_ANNOTATIONS = "only_annotations", FACTS
+    TYPE_POSITION_ONLY = "type_position_only", REFERENCES
     # forks
     FORK_OLD = "fork_old", FACTS
     FORK_NEW = "fork_new", FACTS
@@ -77,6 +82,7 @@ class Fact(Vocab):
     OTHER_ROLE = "other_role", FACTS
     MASKED_BY_FALLBACK = "masked_by_fallback", FACTS
     CROSS_REGISTRY = "cross_registry", FACTS
+    DECOMPOSED_FIRST = "decomposed_first", FACTS
     INDUCTOR_NOT_RUN = "inductor_not_run", REFERENCES
     WHOLE_UPSTREAM_TABLE = "whole_upstream_table", FACTS
     DECOMPOSITION_MEETS_FALLBACK = "decomposition_meets_fallback", FACTS

@@ -103,12 +103,17 @@ def _gate_facts(
         and not (gate.requires and Fact.FALLBACK_RUNS in facts)
     ):
         out.add(Fact.GUARDED)
-    if gate.min_version and (
-        _version_at_least(new_version, gate.min_version)
-        or (new_version is None and gate.kind == "compat_comment")
+    past = gate.max_version is not None and _version_at_least(new_version, gate.max_version)
+    if (
+        gate.min_version
+        and not past
+        and (  # a bounded range (== 2.9) the new one is past
+            _version_at_least(new_version, gate.min_version)
+            or (new_version is None and gate.kind == "compat_comment")
+        )
     ):
         out.add(Fact.GATED_FOR_NEW)
-    if gate.max_version and _version_at_least(new_version, gate.max_version):
+    if past:
         out.add(Fact.OLD_ONLY)
     if gate.predicate is not None and new_version is not None:
         on_new = holds(gate.predicate, new_version)  # a version flag's condition
@@ -137,6 +142,8 @@ def _replacement_facts(
     if kind not in REPLACING_KINDS or (ref.signature is None and ref.body_hash is None):
         return []
     facts.add(Fact.HAS_REPLACEMENT)
+    if Fact.NEW_BREAKING_CALL in facts or Fact.NEW_CALL_CONDITIONAL in facts:
+        return []  # the change is the caller's: join/new_calls.py judged the replacement
     new_sig = change.new.signature if change.new is not None else None
     if ref.signature is None or new_sig is None:
         return []
@@ -220,11 +227,50 @@ def registration_facts(c: SymbolChange, r: Reference) -> tuple[bool, frozenset[s
     same = _same_registration(c, r, registrar, overload)
     if not same:
         role = frozenset({Fact.OTHER_ROLE}) | _cross_registry(c, r, registrar)
+        if _decomposed_first(c, r, registrar):
+            role |= {Fact.DECOMPOSED_FIRST}
     elif r.signature is None and r.body_hash is None and _falls_back(registrar):
         role = frozenset({Fact.MASKED_BY_FALLBACK})  # no function of its own
     else:
         role = frozenset()
     return same, role | _registration_interplay(c, r, registrar, overload)
+
+
+def other_overload(c: SymbolChange, r: Reference) -> bool:
+    """Does the downstream registration name one overload (``aten.arange.default``) and
+    every upstream registration of the key in the changed symbol other overloads
+    (``register_decomposition(aten.arange.start_step)``)? Then the two never meet: a graph
+    node of one overload is dispatched to that overload's entries only. A packet on
+    either side (``aten.arange``) claims every overload and meets all of them."""
+    _, overload = _registration_parts(r.detail)
+    if overload is None:
+        return False
+    key = r.target.removeprefix("op:")
+    upstream = [
+        g.overload
+        for sym in (c.old, c.new)
+        if sym is not None
+        for g in sym.registrations
+        if g.key == key
+    ]
+    return bool(upstream) and all(o is not None and o != overload for o in upstream)
+
+
+def _decomposed_first(c: SymbolChange, r: Reference, registrar: str) -> bool:
+    """The downstream registers a decomposition of the op and the changed upstream entries
+    of it are all lowerings: the backend's decomposition rewrites the op before lowering,
+    so upstream's lowering of it never runs there."""
+    if role_of(registrar) != "decomposition":
+        return False
+    key = r.target.removeprefix("op:")
+    roles = {
+        role_of(g.registrar)
+        for sym in (c.old, c.new)
+        if sym is not None
+        for g in sym.registrations
+        if g.key == key
+    }
+    return roles == {"lowering"}
 
 
 def _cross_registry(c: SymbolChange, r: Reference, registrar: str) -> frozenset[str]:

@@ -26,6 +26,17 @@ from instep.pyindex.model import SymbolKind
 
 Lines = tuple[Sequence[str] | None, Sequence[str] | None]
 MIN_FORK_SIMILARITY = 0.6  # below this only a same-named, non-dunder function counts
+# Directories that hold a third party's code, copied into the upstream (torch/_vendor/
+# packaging and quack, Inductor's vendored_templates): a downstream copy of the same
+# third-party code is no fork of the upstream; it follows that library, not torch.
+VENDORED_DIRS = frozenset(
+    {"_vendor", "vendor", "_vendored", "vendored", "vendored_templates", "third_party"}
+)
+
+
+def vendored(path: str) -> bool:
+    """Is ``path`` inside a directory of third-party code (:data:`VENDORED_DIRS`)?"""
+    return any(part in VENDORED_DIRS for part in path.split("/")[:-1])
 
 
 def weak_fork(r: Reference, c: SymbolChange) -> bool:
@@ -83,7 +94,7 @@ class ForkSearch:
             for c in u.changes:
                 if c.symbol_kind not in (SymbolKind.FUNCTION, SymbolKind.METHOD):
                     continue
-                if not (c.aspects & BEHAVIOUR):
+                if not (c.aspects & BEHAVIOUR) or vendored(c.path):
                     continue
                 old_lines, new_lines = self.lines_of(u, c)
                 cands.append((c.old or c.new, _slice(old_lines, c.old), _slice(new_lines, c.new)))

@@ -53,6 +53,7 @@ from instep.impact.join.device_classes import DeviceClasses
 from instep.impact.join.extension_bases import ExtensionBases
 from instep.impact.join.facts import DeadFallback
 from instep.impact.join.op_arguments import OpArguments
+from instep.impact.join.patch_installs import PatchInstalls
 from instep.impact.join.probe_outcomes import ProbeOutcomes
 from instep.impact.join.renamed_classes import RenamedClasses
 from instep.impact.join.upstream_calls import UpstreamCalls
@@ -129,12 +130,11 @@ class PassSources:
 
 @dataclass(frozen=True)
 class Overrides:
-    """What the downstream replaces, from its references: the (class, member) pairs it
-    overrides (with the file), and the upstream names it patches (with the place)."""
+    """What the downstream overrides, from its references: the (class, member) pairs
+    (with the file). The names it patches: :attr:`JoinInputs.patched_on_path`."""
 
     overridden: frozenset[tuple[str, str]]  # (downstream class, member it defines)
     overridden_in: frozenset[tuple[str, str, str]]  # (file, class, member)
-    patched: dict[str, str]  # upstream dotted name -> downstream patch site
 
 
 @dataclass
@@ -195,15 +195,12 @@ class JoinInputs:
     def overrides(self) -> Overrides:
         overridden: set[tuple[str, str]] = set()
         overridden_in: set[tuple[str, str, str]] = set()
-        patched: dict[str, str] = {}
         for r in self.references:
             if r.kind is CouplingKind.SUBCLASS_OVERRIDE and r.owner and "." in r.owner:
                 owner_cls, member = r.owner.rsplit(".", 1)
                 overridden.add((owner_cls, member))
                 overridden_in.add((r.path, owner_cls, member))
-            elif r.kind is CouplingKind.MONKEYPATCH and r.signature is not None:
-                patched.setdefault(self.resolver.resolve(r.target), r.at)
-        return Overrides(frozenset(overridden), frozenset(overridden_in), patched)
+        return Overrides(frozenset(overridden), frozenset(overridden_in))
 
     @cached_property
     def swaps(self) -> tuple[Swap, ...]:
@@ -222,6 +219,29 @@ class JoinInputs:
         self.late("escapes")
         paths = self.snapshots.down.paths()
         return ClassEscapes(paths, self.read_down, self.calls.texts, self.down_trees)
+
+    @cached_property
+    def installs(self) -> PatchInstalls:
+        """Which patches are installed only under a switch off by default."""
+        self.late("installs")
+        texts, paths = self.calls.texts, self.resolver.module_paths
+        return PatchInstalls(
+            self.snapshots.down.paths(),
+            self.read_down,
+            lambda module: texts().get(paths.get(module, "")),
+        )
+
+    @cached_property
+    def patched_on_path(self) -> dict[str, str]:
+        """The upstream names the downstream patches where the patch is installed on
+        the normal path (not only under a switch off by default), with the place."""
+        out: dict[str, str] = {}
+        for r in self.references:
+            if r.kind is not CouplingKind.MONKEYPATCH or r.signature is None:
+                continue
+            if not self.installs.off_by_default(r.path, r.line, r.owner):
+                out.setdefault(self.resolver.resolve(r.target), r.at)
+        return out
 
     @cached_property
     def devices(self) -> DeviceClasses:

@@ -17,12 +17,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+from instep.impact.downstream.scope import ATTRIBUTE_NAMES
 from instep.impact.join.fact_names import Fact
 from instep.impact.join.facts import (
     assignment_facts,
     dead_override_facts,
     inherited_facts,
     member_facts,
+    other_overload,
     override_facts,
     registration_facts,
 )
@@ -62,6 +64,7 @@ class ReferencePass(JoinPass):
         self.inputs = inputs
         self.found: list[Found] = []
         self.reach_memo: dict[str, dict[str, list[str]]] = {}
+        self.spans: dict[tuple[str, str], tuple[int, int]] | None = None
         refs = inputs.references
         for r in refs:
             if r.kind is CouplingKind.REGISTRATION or r.target.startswith(_REGISTRATION_TARGETS):
@@ -76,8 +79,8 @@ class ReferencePass(JoinPass):
             cls = inputs.resolver.class_of(target)
             if cls is not None:
                 self.class_members(cls, r)
-            if r.kind is CouplingKind.IMPORT_USE:
-                self.call_paths(target, r)
+            if r.kind is CouplingKind.IMPORT_USE and not r.type_only:
+                self.call_paths(target, r)  # a name in a type position calls nothing
         return Findings(self.found, stats={"downstream_references": len(refs)})
 
     def through_declared_type(self, r: Reference) -> Reference | None:
@@ -98,6 +101,8 @@ class ReferencePass(JoinPass):
             if r.kind is CouplingKind.C_SHIM:
                 self.found.append(Found(i, c, r, detail=f"{r.detail}; upstream shim {c.qualname}"))
                 continue
+            if other_overload(c, r):
+                continue  # aten.x.default against entries of aten.x.start_step only
             same, facts = registration_facts(c, r)
             ref = r if same else dataclasses.replace(r, signature=None, body_hash=None)
             why = ""
@@ -141,6 +146,8 @@ class ReferencePass(JoinPass):
             extra = override_facts(c, r, resolver, overridden) | {Fact.CALLED_DIRECTLY}
             extra |= assignment_facts(c, r, resolver)
             extra |= dead_override_facts(c, r, target, renamed.successor_has)
+            if r.type_only and c.kind not in (ChangeKind.REMOVED, ChangeKind.RENAMED):
+                extra |= {Fact.TYPE_POSITION_ONLY}  # an annotation, isinstance, except
             why = ""
             if c.kind is ChangeKind.REMOVED and c.symbol_kind is SymbolKind.METHOD:
                 why = inputs.extension_bases.declares(*target.rsplit(".", 1)) or ""
@@ -154,9 +161,12 @@ class ReferencePass(JoinPass):
         owner_cls = r.owner.split(".")[0] if r.owner else None
         inputs = self.inputs
         overridden = inputs.overrides.overridden
+        touched = self.touched(r) if r.type_only else None
         for amod, aqual in inputs.resolver.ancestors(module, qual):
             for i, c in inputs.changes.by_class.get(f"{amod}.{aqual}", []):
                 member = c.qualname.rsplit(".", 1)[-1]
+                if touched is not None and member not in touched:
+                    continue  # named in a type position only, and the place never names it
                 if r.kind is CouplingKind.SUBCLASS_OVERRIDE and r.detail.startswith("subclass"):
                     if owner_cls and (owner_cls, member) in overridden:
                         continue  # the override reference couples directly
@@ -178,6 +188,26 @@ class ReferencePass(JoinPass):
                             extra=member_facts(c, member, lambda: inputs.names_in(r.path)),
                         )
                     )
+
+    def touched(self, r: Reference) -> frozenset[str]:
+        """The member names a place names (``.name``, ``"name"``): its def's lines, or the
+        file's for a module-level or class-level place and an import line."""
+        spans = self.spans
+        if spans is None:
+            spans = self.spans = {
+                (f.path, fn.qualname): (fn.line, fn.end_line)
+                for f in self.inputs.down.files.values()
+                for fn in f.functions
+            }
+        span = spans.get((r.path, r.owner or ""))
+        if span is None:
+            return self.inputs.names_in(r.path)
+        try:
+            text = self.inputs.read_down(r.path).decode("utf-8", "replace")
+        except (OSError, KeyError):
+            return self.inputs.names_in(r.path)
+        lines = text.splitlines()[span[0] - 1 : span[1]]
+        return frozenset(ATTRIBUTE_NAMES.findall("\n".join(lines)))
 
     def _inherited(
         self, i: int, c: SymbolChange, r: Reference, member: str, aqual: str, owner_cls

@@ -18,12 +18,14 @@ from instep.impact.join.fork_search import ForkPass
 from instep.impact.join.hook_names import HookNamePass
 from instep.impact.join.kernel_couplings import RegisteredKernelPass
 from instep.impact.join.linked_symbol_pass import LinkedSymbolPass
+from instep.impact.join.new_calls import NewCallPass
 from instep.impact.join.op_couplings import HigherOrderOpPass, OpSchemaPass
 from instep.impact.join.pass_api import JoinPass
 from instep.impact.join.references import ReferencePass
 
 PASSES: tuple[type[JoinPass], ...] = (
     ReferencePass,
+    NewCallPass,
     OpSchemaPass,
     HigherOrderOpPass,
     RegisteredKernelPass,

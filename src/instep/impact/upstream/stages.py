@@ -1,18 +1,23 @@
-"""Which compile stage an upstream path belongs to, from data (``data/stages.toml``).
+"""Which compile stage an upstream change takes effect in, from data (``data/stages.toml``).
 
 A table of path prefixes -> :class:`~instep.impact.model.Stage`; the longest matching
 prefix wins and an unmatched path is ``Other``. A configuration may add or override
-prefixes (``extra``). The table and its calibration against seed 001 are documented in the
-data file. This module only maps paths; it does not look at code.
+prefixes (``extra``). A def registered for an operator takes effect where its registry
+is consulted, whatever its file (:func:`registry_stage`: a decomposition in
+Decomposition, a meta or fake impl in AOTAutograd, a lowering in Inductor). The table and
+its calibration against seed 001 are documented in the data file. This module maps paths
+and registrars; it does not read code.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import lru_cache
 from importlib import resources
 
 from instep.errors import BadInput
 from instep.impact.model import Stage
+from instep.pyindex.registrations import role_of
 from instep.tomlfile import parse_toml
 
 _DATA = "instep/impact/data/stages.toml"
@@ -45,6 +50,36 @@ def default_table() -> dict[str, Stage]:
     """The shipped prefix table."""
     raw = _shipped().get("prefixes", {})
     return {_normalise(p): _stage(v, _DATA, p) for p, v in raw.items()}
+
+
+# the compile pipeline's order, earliest first: a def registered in several roles takes
+# effect first in the earliest of their stages
+PIPELINE = (
+    Stage.DYNAMO,
+    Stage.AOT,
+    Stage.DECOMPOSITION,
+    Stage.FX,
+    Stage.INDUCTOR,
+    Stage.RUNTIME,
+    Stage.DISTRIBUTED,
+    Stage.OTHER,
+)
+
+
+@lru_cache(maxsize=1)
+def role_stages() -> dict[str, Stage]:
+    """Registrar role -> the stage that consults the registry (``[roles]``)."""
+    raw = _shipped().get("roles", {})
+    return {role: _stage(v, _DATA, role) for role, v in raw.items()}
+
+
+def registry_stage(registrars: Iterable[str]) -> Stage | None:
+    """The stage a def registered through ``registrars`` (``register_decomposition``,
+    ``register_op_impl``, ``table:lowerings``) takes effect in: the earliest of their
+    roles' stages; None when no registrar has a role with a stage."""
+    table = role_stages()
+    found = {table[r] for r in map(role_of, registrars) if r in table}
+    return min(found, key=PIPELINE.index) if found else None
 
 
 def calibration_rows() -> frozenset[int]:

@@ -10,7 +10,8 @@ Aspects, most significant first: REMOVED > RENAMED > SIGNATURE > DECORATOR > VAL
   attribute's value.
 - ANNOTATION: parameter or return annotations changed (with nothing else, every call
   binds as before and the code is the same: 2.13 -> 2.14.1 has 714 parameter-only ones
-  against 310 real signature changes, and ~400 return-only ones).
+  against 310 real signature changes, and ~400 return-only ones), or a class's bases
+  differ only in typing bases (``Generic[T]``, the file's typing stubs: ``typing_bases``).
 - DECORATOR: decorators or registrations (ops, backends, table entries) changed.
 - BODY: the normalised body changed (formatting, comments, docstrings alone never do).
 - RENAMED: a removed and an added symbol of the same kind with the same normalised body
@@ -36,6 +37,9 @@ from functools import lru_cache
 
 from instep.impact.model import ChangeKind, Stage, SymbolChange
 from instep.impact.upstream.file_index import index_against, index_text
+from instep.impact.upstream.kept_names import kept_old_names
+from instep.impact.upstream.stages import registry_stage
+from instep.impact.upstream.typing_bases import typing_classes, typing_only
 from instep.pyindex.model import Symbol, SymbolKind
 from instep.pyindex.symbols import FileIndex, decode_or_error
 from instep.pyindex.unparse import unparse
@@ -54,7 +58,8 @@ _RANK = {
 }
 _CALLABLES = (SymbolKind.FUNCTION, SymbolKind.METHOD)
 _VALUES = (SymbolKind.ASSIGNMENT, SymbolKind.CLASS_ATTRIBUTE)
-DIFF_FORMAT_VERSION = 4  # bump when what a diff reports changes (4: dataclass __init__)
+# bump when what a diff reports changes (5: typing-only bases; 6: stage of registered defs)
+DIFF_FORMAT_VERSION = 6
 DETAIL_VALUE_CHARS = 120
 MIN_RENAME_LINES = 3  # a function must span this many lines to be matched by body alone
 
@@ -90,8 +95,10 @@ def _reg_keys(sym: Symbol) -> set[str]:
     }
 
 
-def compare(old: Symbol, new: Symbol) -> tuple[set[ChangeKind], list[str]]:
-    """The aspects in which two versions of one symbol differ, with human details."""
+def compare(
+    old: Symbol, new: Symbol, typing: frozenset[str] = frozenset()
+) -> tuple[set[ChangeKind], list[str]]:
+    """How two versions of a symbol differ, with details (``typing``: typing_bases)."""
     aspects: set[ChangeKind] = set()
     details: list[str] = []
     if old.kind != new.kind:
@@ -116,8 +123,7 @@ def compare(old: Symbol, new: Symbol) -> tuple[set[ChangeKind], list[str]]:
         aspects.add(ChangeKind.ANNOTATION)
         details.append(f"returns: {_clip(old.returns or '-')} -> {_clip(new.returns or '-')}")
     if old.bases != new.bases:
-        aspects.add(ChangeKind.SIGNATURE)
-        details.append(f"bases: ({', '.join(old.bases)}) -> ({', '.join(new.bases)})")
+        _bases(old, new, typing, aspects, details)
     old_regs, new_regs = _reg_keys(old), _reg_keys(new)
     if old.decorators != new.decorators or old_regs != new_regs:
         aspects.add(ChangeKind.DECORATOR)
@@ -151,6 +157,19 @@ def compare(old: Symbol, new: Symbol) -> tuple[set[ChangeKind], list[str]]:
     return aspects, details
 
 
+def _bases(
+    old: Symbol, new: Symbol, typing: frozenset[str], aspects: set[ChangeKind], details: list[str]
+) -> None:
+    """A class's bases changed: SIGNATURE, or ANNOTATION when only typing bases differ."""
+    what = f"({', '.join(old.bases)}) -> ({', '.join(new.bases)})"
+    if typing_only(old.bases, new.bases, typing):
+        aspects.add(ChangeKind.ANNOTATION)  # only type checkers read the difference
+        details.append(f"bases (typing only): {what}")
+    else:
+        aspects.add(ChangeKind.SIGNATURE)
+        details.append(f"bases: {what}")
+
+
 def _change(
     path: str,
     stage: Stage,
@@ -164,6 +183,9 @@ def _change(
     sym = new if new is not None else old
     assert sym is not None
     also = tuple(sorted(set(aspects) - {kind}, key=_RANK.__getitem__))
+    registrars = [r.registrar for s in (old, new) if s is not None for r in s.registrations]
+    if registrars:  # a registered def takes effect where its registry is consulted
+        stage = registry_stage(registrars) or stage
     return SymbolChange(
         path=path,
         qualname=sym.qualname,
@@ -179,7 +201,11 @@ def _change(
 
 
 def symbol_change(
-    path: str, stage: Stage, old: Symbol | None, new: Symbol | None
+    path: str,
+    stage: Stage,
+    old: Symbol | None,
+    new: Symbol | None,
+    typing: frozenset[str] = frozenset(),
 ) -> SymbolChange | None:
     """How one symbol changed between two versions (None: not at all, or absent from both):
     what :func:`diff_file` says of a symbol with the same qualname on both sides."""
@@ -188,7 +214,7 @@ def symbol_change(
             return None
         kind = ChangeKind.ADDED if old is None else ChangeKind.REMOVED
         return _change(path, stage, kind, old, new)
-    aspects, details = compare(old, new)
+    aspects, details = compare(old, new, typing)
     if not aspects:
         return None
     kind = min(aspects, key=_RANK.__getitem__)
@@ -352,6 +378,7 @@ def _diff_common(
     new_members = MemberTable.of(new) if any(x.kind is SymbolKind.CLASS for x in came) else empty
     removed = [_Side(path, x, old_members) for x in gone]
     added = [_Side(path, x, new_members) for x in came]
+    typing: frozenset[str] | None = None  # the typing classes, found when bases differ
     for qual, n in new_syms.items():
         o = old_syms.get(qual)
         if o is None:
@@ -366,7 +393,9 @@ def _diff_common(
             and o.registrations == n.registrations
         ):
             continue
-        change = symbol_change(path, stage, o, n)
+        if typing is None and o.bases != n.bases:
+            typing = typing_classes(old) | typing_classes(new)
+        change = symbol_change(path, stage, o, n, typing or frozenset())
         if change is not None:
             changes.append(change)
     return changes, removed, added
@@ -448,7 +477,12 @@ def join(diffs: list[FileDiff]) -> list[SymbolChange]:
         old_table = MemberTable({q: m for (side, q), m in d.members.items() if side == "old"})
         new_table = MemberTable({q: m for (side, q), m in d.members.items() if side == "new"})
         for change in d.changes:
-            stages[d.path] = change.stage
+            # the path's stage (a registered def's own stage is its registry's, which
+            # _change derives again for every change made below)
+            if not any(x is not None and x.registrations for x in (change.old, change.new)):
+                stages[d.path] = change.stage
+            else:
+                stages.setdefault(d.path, change.stage)
             if change.kind is ChangeKind.REMOVED:
                 removed.append(_Side(d.path, change.old, old_table))  # type: ignore[arg-type]
             elif change.kind is ChangeKind.ADDED:
@@ -468,6 +502,7 @@ def join(diffs: list[FileDiff]) -> list[SymbolChange]:
         _change(s.path, stages[s.path], ChangeKind.REMOVED, s.symbol, None) for s in removed
     ]
     changes += [_change(s.path, stages[s.path], ChangeKind.ADDED, None, s.symbol) for s in added]
+    changes = kept_old_names(changes)
     changes.sort(key=_sort_key)
     return changes
 

@@ -8,7 +8,8 @@ history), adds the ``__init__`` of dataclasses whose fields come from other file
 (``module_moves``), and groups a release's large files by class. It then answers what
 the join asks of the new upstream: the index of any of its files (:meth:`new_index`),
 the decoded lines of a changed file (:meth:`lines_of`), its top-level packages
-(:meth:`roots`). It knows nothing of the downstream or of couplings.
+(:meth:`roots`), its test files and a file at a commit (for the suggested tests). It
+knows nothing of the downstream or of couplings.
 """
 
 from __future__ import annotations
@@ -304,7 +305,9 @@ class UpstreamSide:
             return file_index.index_source(path, data)
         if self._full_symbols is None:
             self._full_symbols = ContentCache(self.cache_root, "symbols-full")
-        key = content_hash(data) + ":" + path
+        # the path is hashed into the key: a key holding it ("hash:torch/x.py") named a
+        # file in subdirectories the cache never made, so most entries failed to write
+        key = content_hash(data + b"\0" + path.encode("utf-8", "surrogateescape"))
         hit = self._full_symbols.get(key)
         if hit is not None:
             return hit
@@ -337,6 +340,16 @@ class UpstreamSide:
         if self._test_paths is None:
             self._test_paths = [p for p in self.new.paths() if p.startswith("test/")]
         return self._test_paths
+
+    def read_at_commit(self, commit: str, path: str) -> bytes | None:
+        """A file at a commit of a git history (None when absent, or not a history):
+        cat-file reads ``rev:path`` without listing the tree."""
+        if not isinstance(self.new, sources.GitSnapshot):
+            return None
+        try:
+            return self.new.repo.read_object(f"{commit}:{path}")
+        except (MissingInput, OSError):
+            return None
 
     def close(self) -> None:
         """Stop what the snapshots hold open (git cat-file processes, wheel files)."""

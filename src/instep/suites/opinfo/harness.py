@@ -38,10 +38,14 @@ DATA = Path(__file__).resolve().parent.parent / "data" / "opinfo.toml"
 LOW_PRECISION = ("float16", "bfloat16")
 
 
+GRAD_SUFFIX = ":grad"  # in an ops selection: this op with its gradients checked too
+
+
 @dataclass(frozen=True)
 class OpCase:
     op_name: str  # full name: name[.variant]
     dtype: str
+    grad: bool = False  # selected as ``name:grad``: compare gradients too
 
     @property
     def id(self) -> str:
@@ -65,10 +69,18 @@ def ops_by_name() -> dict[str, Any]:
     return {full_name(op): op for op in op_db}
 
 
+def split_selection(only: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``('sum', 'cdist:grad')`` -> the name patterns, and those wanting gradients."""
+    names = tuple(p.removesuffix(GRAD_SUFFIX) for p in only)
+    grad = tuple(p.removesuffix(GRAD_SUFFIX) for p in only if p.endswith(GRAD_SUFFIX))
+    return names, grad
+
+
 def enumerate_cases(
     device: str, dtypes: tuple[str, ...], only: tuple[str, ...] = (), limit: int = 0
 ) -> list[OpCase]:
     """op x supported dtype over ``op_db`` in its order; ``limit`` caps the number of ops.
+    ``only`` selects ops by name pattern; ``name:grad`` selects one with its gradients.
 
     For a device other than the CPU the enumeration runs in a child process: importing
     ``op_db`` evaluates device capabilities (``SM53OrLater`` and the like), which
@@ -80,7 +92,7 @@ def enumerate_cases(
     pairs, error = run_script(_ENUMERATE_CHILD, [device, list(dtypes), list(only), limit])
     if error is not None:
         raise RuntimeError(f"enumerating OpInfo cases for {device} failed: {error}")
-    return [OpCase(name, dtype) for name, dtype in pairs]
+    return [OpCase(name, dtype, grad) for name, dtype, grad in pairs]
 
 
 _ENUMERATE_CHILD = """
@@ -89,7 +101,7 @@ from instep.suites.opinfo.harness import _enumerate_here
 from instep.user_python import ANSWER_MARK
 device, dtypes, only, limit = json.loads(sys.argv[1])
 cases = _enumerate_here(device, tuple(dtypes), tuple(only), limit)
-sys.stdout.write(ANSWER_MARK + json.dumps([[c.op_name, c.dtype] for c in cases]))
+sys.stdout.write(ANSWER_MARK + json.dumps([[c.op_name, c.dtype, c.grad] for c in cases]))
 """
 
 
@@ -100,11 +112,13 @@ def _enumerate_here(
     import torch
 
     skip = harness_data().get("skip", {})
+    only, with_grad = split_selection(only)
     cases: list[OpCase] = []
     ops_taken = 0
     for name, op in ops_by_name().items():
         if only and not any(fnmatch.fnmatchcase(name, pattern) for pattern in only):
             continue
+        grad = any(fnmatch.fnmatchcase(name, pattern) for pattern in with_grad)
         if any(fnmatch.fnmatchcase(name, pattern) for pattern in skip):
             continue
         wanted = [d for d in dtypes if op.supports_dtype(getattr(torch, d), device)]
@@ -113,7 +127,7 @@ def _enumerate_here(
         if limit and ops_taken >= limit:
             break
         ops_taken += 1
-        cases += [OpCase(name, d) for d in wanted]
+        cases += [OpCase(name, d, grad) for d in wanted]
     return cases
 
 

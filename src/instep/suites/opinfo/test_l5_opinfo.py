@@ -1,6 +1,7 @@
 """L5: every op of the installed torch's ``op_db`` x supported dtype, compiled fullgraph on
 the device against eager CPU (see ``harness.py``). Options: ``--instep-opinfo-limit N``,
-``--instep-opinfo-ops 'add,nn.functional.*'``, ``--instep-opinfo-dtypes float32,float16``,
+``--instep-opinfo-ops 'add,nn.functional.*,cdist:grad'`` (``:grad``: that op's
+gradients too), ``--instep-opinfo-dtypes float32,float16``,
 ``--instep-all-samples``, ``--instep-grad`` (or the ``INSTEP_*`` environment variables).
 Cases listed in the profile's expected-failure list are marked xfail with the list's
 reason; one that passes shows as ``xpassed``: fixed, remove it from the list.
@@ -35,4 +36,5 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def test_opinfo(op_case: OpCase, pytestconfig: pytest.Config) -> None:
     suite = settings(pytestconfig)
-    run_case(op_case, suite.device, suite.backend, all_samples=suite.all_samples, grad=suite.grad)
+    grad = suite.grad or op_case.grad
+    run_case(op_case, suite.device, suite.backend, all_samples=suite.all_samples, grad=grad)

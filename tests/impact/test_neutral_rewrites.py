@@ -1,0 +1,158 @@
+"""Rewrites that change nothing observable are no body change (issue #31, noise).
+
+``assert c, msg`` <-> ``if not c: raise AssertionError(msg)`` (torch 2.14 rewrote 112
+functions so), ``typing.cast(T, x)`` -> ``x``, an ``if TYPE_CHECKING:`` block, a local's
+annotation, renamed locals, comments, docstrings and formatting: the body hash sees
+through them (``pyindex/neutral.py``), so the downstream place that calls the function
+gets no coupling. The same function with a reworded message, a changed constant or a
+renamed attribute stays a body change, Test.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from instep.pyindex.symbols import index_text
+
+from .gitrepo import impact_of_commit
+
+V1 = """\
+def check_size(sizes, limit):
+    assert len(sizes) <= limit, "too many"
+    total = 0
+    for s in sizes:
+        total += s
+    return total
+
+
+def reworded(sizes, limit):
+    assert len(sizes) <= limit, "too many"
+    return sizes
+
+
+def constant(sizes):
+    return len(sizes) + 1
+
+
+def attribute(node):
+    return node.meta
+"""
+
+V2 = """\
+import typing
+from typing import TYPE_CHECKING
+
+
+def check_size(sizes, limit):
+    \"\"\"Sum of sizes, at most ``limit`` of them.\"\"\"
+    if TYPE_CHECKING:
+        from torch.types import Size
+    if not len(sizes) <= limit:
+        raise AssertionError("too many")  # same check, same message
+    acc: int = 0
+    for size in sizes:
+        acc += size
+    return typing.cast(int, acc)
+
+
+def reworded(sizes, limit):
+    if not len(sizes) <= limit:
+        raise AssertionError(f"too many: {len(sizes)} > {limit}")
+    return sizes
+
+
+def constant(sizes):
+    return len(sizes) + 2
+
+
+def attribute(node):
+    return node.metadata
+"""
+
+DOWN = """\
+from torch._inductor.utils import attribute, check_size, constant, reworded
+
+
+def use(sizes, node):
+    return check_size(sizes, 4), reworded(sizes, 4), constant(sizes), attribute(node)
+"""
+
+
+@pytest.fixture(scope="module")
+def changed(tmp_path_factory) -> dict[str, tuple[str, str]]:
+    doc = impact_of_commit(
+        tmp_path_factory.mktemp("neutral"),
+        {"torch/_inductor/utils.py": V1},
+        {"torch/_inductor/utils.py": V2},
+        "[inductor] asserts as raises, typing (#7)",
+        {"torch_npu/use.py": DOWN},
+    )
+    out = {}
+    for unit in doc["units"]:
+        for c in unit["couplings"]:
+            if c["owner"] == "use":
+                out[c["upstream"].split("::")[1]] = (c["rule"], c["action"])
+    return out
+
+
+def test_a_neutral_rewrite_couples_to_nothing(changed):
+    assert "check_size" not in changed
+
+
+@pytest.mark.parametrize("name", ["reworded", "constant", "attribute"])
+def test_a_real_change_stays_test(changed, name):
+    assert changed[name] == ("use.behaviour", "Test")
+
+
+def _hash(src: str, name: str = "f") -> str:
+    return index_text("m.py", src).symbols[name].body_hash
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("def f(c):\n    assert c\n", "def f(c):\n    if not c:\n        raise AssertionError\n"),
+        (
+            "def f(c):\n    assert not c, 'm'\n",
+            "def f(c):\n    if c:\n        raise AssertionError('m')\n",
+        ),
+        ("def f(x):\n    return x\n", "def f(x):\n    return cast('T', x)\n"),
+        ("def f(x):\n    y = x\n    return y\n", "def f(x):\n    z = x\n    return z\n"),
+        ("def f(x):\n    return [i for i in x]\n", "def f(x):\n    return [j for j in x]\n"),
+        ("def f(x):\n    return x\n", "def f(x):\n    y: int\n    return x\n"),
+    ],
+)
+def test_the_hash_sees_through(a, b):
+    assert _hash(a) == _hash(b)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        # a global is no local: renaming it changes what the function reads
+        ("def f(x):\n    return y\n", "def f(x):\n    return z\n"),
+        ("def f(x):\n    global g\n    g = x\n", "def f(x):\n    global h\n    h = x\n"),
+        # locals() can see the names
+        (
+            "def f(x):\n    y = x\n    return locals()\n",
+            "def f(x):\n    z = x\n    return locals()\n",
+        ),
+        # two locals swapped in use
+        ("def f(a, b):\n    return a - b\n", "def f(a, b):\n    return b - a\n"),
+        # an assert with another message, or an else branch
+        (
+            "def f(c):\n    assert c, 'a'\n",
+            "def f(c):\n    if not c:\n        raise AssertionError('b')\n",
+        ),
+        ("def f(c):\n    assert c\n", "def f(c):\n    if not c:\n        raise ValueError\n"),
+        # a class body's annotation is a field (dataclasses read it)
+    ],
+)
+def test_the_hash_keeps_a_real_change(a, b):
+    assert _hash(a) != _hash(b)
+
+
+def test_a_class_annotation_still_counts() -> None:
+    a = index_text("m.py", "class C:\n    x: int\n").symbols["C"].body_hash
+    b = index_text("m.py", "class C:\n    pass\n").symbols["C"].body_hash
+    assert a != b
