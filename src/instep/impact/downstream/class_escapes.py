@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable
 
 from instep.impact.downstream.pruning import statements_in_walk_order
 from instep.impact.upstream.sources.snapshot import read_texts
+from instep.pyindex.parsed_files import ParsedFiles
 
 _NAME_ATTRS = frozenset({"__name__", "__qualname__", "__module__"})
 _TYPE_TESTS = frozenset({"isinstance", "issubclass"})
@@ -114,8 +115,10 @@ class ClassEscapes:
         paths: Iterable[str],
         read: Callable[[str], bytes | None],
         upstream_texts: Callable[[], dict[str, bytes]] = dict,
+        shared: ParsedFiles | None = None,
     ) -> None:
         self.paths = [p for p in paths if p.endswith(".py")]
+        self.shared = shared  # the downstream's trees over ``read``, parsed once for all
         self.read = read
         self.upstream_texts = upstream_texts
         self._texts: dict[str, bytes] | None = None
@@ -131,8 +134,13 @@ class ClassEscapes:
     def _tree(self, path: str) -> tuple[ast.Module, _Parents] | None:
         """The file's tree and its parent map, filled only where asked (:class:`_Parents`)."""
         if path not in self._trees:
-            try:
-                tree = ast.parse(self._all()[path].decode("utf-8", "replace"), path)
+            data = self._all()[path]
+            shared = self.shared.tree(path) if self.shared is not None and data else None
+            if shared is not None:
+                self._trees[path] = (shared, _Parents(shared))
+                return self._trees[path]
+            try:  # not shared, an empty file or no Python: parsed here as before
+                tree = ast.parse(data.decode("utf-8", "replace"), path)
                 self._trees[path] = (tree, _Parents(tree))
             except (SyntaxError, ValueError):
                 self._trees[path] = None

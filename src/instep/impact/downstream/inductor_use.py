@@ -25,6 +25,7 @@ import ast
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from instep.pyindex.parsed_files import ParsedFiles
 from instep.pyindex.registrations import dotted_name
 
 INDUCTOR = "torch._inductor"
@@ -106,8 +107,11 @@ def _use_in(tree: ast.Module) -> tuple[int, str] | tuple[None, set[str]]:
     return None, helpers
 
 
-def find_inductor_use(paths: Iterable[str], read: Callable[[str], bytes]) -> InductorUse:
-    """Read the downstream's Python files; the first that runs Inductor says so."""
+def find_inductor_use(
+    paths: Iterable[str], read: Callable[[str], bytes], trees: ParsedFiles | None = None
+) -> InductorUse:
+    """Read the downstream's Python files; the first that runs Inductor says so.
+    ``trees``: the downstream's shared trees over ``read`` (else each file is parsed here)."""
     helpers: set[str] = set()
     files = 0
     for path in sorted(p for p in paths if p.endswith(".py")):
@@ -116,10 +120,15 @@ def find_inductor_use(paths: Iterable[str], read: Callable[[str], bytes]) -> Ind
         text = data.decode("utf-8", "replace")
         if not any(h in text for h in _HINTS):
             continue
-        try:
-            tree = ast.parse(data)
-        except (SyntaxError, ValueError, RecursionError):
-            continue
+        if trees is not None:
+            tree = trees.tree_of_bytes(path)
+            if tree is None:
+                continue
+        else:
+            try:
+                tree = ast.parse(data)
+            except (SyntaxError, ValueError, RecursionError):
+                continue
         line, got = _use_in(tree)
         if line is not None:
             return InductorUse(True, f"{path}:{line}: {got}", files=files)

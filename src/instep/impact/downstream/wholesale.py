@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from instep.pyindex.model import module_of
+from instep.pyindex.parsed_files import ParsedFiles
 
 
 @dataclass(frozen=True)
@@ -158,24 +159,33 @@ def _top_functions(tree: ast.Module) -> frozenset[str]:
     )
 
 
+def _tree(trees: ParsedFiles, path: str) -> ast.Module | None:
+    """A downstream file's tree; an empty file is an empty module (a swap of no
+    functions), a read error or a file that is not Python None."""
+    try:
+        got = trees.tree(path)
+        if got is None and not trees.read(path):
+            return ast.Module(body=[], type_ignores=[])
+    except (OSError, KeyError):
+        return None
+    return got
+
+
 def find_swaps(
     paths: Iterable[str],
     read: Callable[[str], bytes],
     upstream_modules: Iterable[str],
+    trees: ParsedFiles | None = None,
 ) -> list[Swap]:
     """Every loop in the downstream that rebinds the functions of an upstream module with
-    those of a downstream module (named there, or passed in by a downstream call)."""
+    those of a downstream module (named there, or passed in by a downstream call).
+    ``trees``: the downstream's shared trees over ``read`` (else each file is parsed here)."""
     by_module = {module_of(p): p for p in paths if p.endswith(".py")}
     modules, upstream = set(by_module), set(upstream_modules)
-    trees: dict[str, ast.Module] = {}
+    shared = trees if trees is not None else ParsedFiles(read)
 
     def tree(path: str) -> ast.Module | None:
-        if path not in trees:
-            try:
-                trees[path] = ast.parse(read(path).decode("utf-8", "replace"), path)
-            except (OSError, KeyError, SyntaxError, ValueError):
-                return None
-        return trees[path]
+        return _tree(shared, path)
 
     texts: dict[str, bytes] = {}
     for p in by_module.values():

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from instep.impact.downstream.subclasses import members_defined
 from instep.impact.join.backend_handles import load_registrars, registered_names
 from instep.impact.join.skipped_init import downstream_mros
+from instep.pyindex.parsed_files import ParsedFiles
 
 UpClass = tuple[str, str]
 
@@ -39,7 +40,9 @@ class DeviceClasses:
         down_paths: Iterable[str],
         read_down: Callable[[str], bytes | None],
         up_texts: Callable[[], dict[str, bytes]],
+        down_trees: ParsedFiles | None = None,
     ) -> None:
+        self.down_trees = down_trees  # the downstream's trees over ``read_down``, shared
         self.down = down  # the downstream index: classes() and _class_map()
         self.resolver = resolver
         self.down_paths = [p for p in down_paths if p.endswith(".py")]
@@ -56,7 +59,8 @@ class DeviceClasses:
         regs = load_registrars()
         functions = {r.function for r in regs.values()}
         up_trees = _trees(self.up_texts().items(), functions)
-        down_trees = _trees(((p, self.read_down(p)) for p in self.down_paths), functions)
+        shared = self.down_trees.tree_of_bytes if self.down_trees is not None else None
+        down_trees = _trees(((p, self.read_down(p)) for p in self.down_paths), functions, shared)
         self._roles = []
         for dotted, reg in regs.items():
             role = tuple(dotted.rsplit(".", 1))
@@ -100,12 +104,21 @@ class DeviceClasses:
         return ""
 
 
-def _trees(items: Iterable[tuple[str, bytes | None]], functions: set[str]) -> list[ast.Module]:
-    """The parsed modules among ``items`` whose text names one of ``functions``."""
+def _trees(
+    items: Iterable[tuple[str, bytes | None]],
+    functions: set[str],
+    shared: Callable[[str], ast.Module | None] | None = None,
+) -> list[ast.Module]:
+    """The parsed modules among ``items`` whose text names one of ``functions``
+    (``shared``: path -> the tree of those bytes, parsed once for every pass)."""
     needles = [f.encode() for f in functions]
     out = []
-    for _path, data in items:
+    for path, data in items:
         if not data or not any(n in data for n in needles):
+            continue
+        if shared is not None:
+            if (tree := shared(path)) is not None:
+                out.append(tree)
             continue
         try:
             out.append(ast.parse(data))

@@ -30,7 +30,7 @@ from __future__ import annotations
 import ast
 import difflib
 import textwrap
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from instep.impact.join.fact_names import Fact
 from instep.impact.join.pass_api import Findings, Found, JoinInputs, JoinPass
@@ -149,24 +149,15 @@ class DroppedAttributes:
         self.units = inputs.units
         self.lines_of = inputs.lines_of
         self.down = inputs.down
-        self.read_down = inputs.read_down
-        self._down_texts: dict[str, tuple[ast.Module | None, list[str]]] = {}
+        self.down_trees = inputs.down_trees
         self.skipped = SkippedInit(self.resolver, inputs.calls.tree, self._down_tree, {})
         self.found: list[Found] = []
 
-    def _down_file(self, path: str) -> tuple[ast.Module | None, list[str]]:
-        if path not in self._down_texts:
-            try:
-                data = self.read_down(path)
-            except (OSError, KeyError):
-                data = None
-            text = data.decode("utf-8", "replace") if data else ""
-            try:
-                tree = ast.parse(text) if text else None
-            except (SyntaxError, ValueError):
-                tree = None
-            self._down_texts[path] = (tree, text.splitlines())
-        return self._down_texts[path]
+    def _down_file(self, path: str) -> tuple[ast.Module | None, Sequence[str]]:
+        try:
+            return self.down_trees.tree(path), self.down_trees.lines(path)
+        except (OSError, KeyError):
+            return None, []
 
     def _down_tree(self, path: str) -> ast.Module | None:
         return self._down_file(path)[0]

@@ -232,11 +232,8 @@ class ForkGaps:
         docstring) is one call of the same-named member of a base: ``super().m(...)``,
         ``super(D, self).m(...)`` or ``Base.m(self, ...)``, returned or not."""
         if path not in self._delegations:
-            data = self.read_down(path) if self.read_down is not None else None
-            try:
-                tree = ast.parse(data) if data else None
-            except (SyntaxError, ValueError):
-                tree = None
+            shared = self.inputs.down_trees
+            tree = shared.tree_of_bytes(path) if self.read_down is not None else None
             found: set[str] = set()
             for node in tree.body if tree is not None else ():
                 if isinstance(node, ast.ClassDef):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -24,7 +24,7 @@ from instep.impact.model import CouplingKind, Reference, SymbolChange, UpstreamC
 from instep.pyindex.cache import ContentCache, content_hash
 from instep.pyindex.model import SymbolKind
 
-Lines = tuple[list[str] | None, list[str] | None]
+Lines = tuple[Sequence[str] | None, Sequence[str] | None]
 MIN_FORK_SIMILARITY = 0.6  # below this only a same-named, non-dunder function counts
 # Directories that hold a third party's code, copied into the upstream (torch/_vendor/
 # packaging and quack, Inductor's vendored_templates): a downstream copy of the same
@@ -168,7 +168,7 @@ def _forks_in_span(span: tuple[int, int]) -> list[Reference]:
     return forks.find_forked_functions(functions[span[0] : span[1]], upstream)
 
 
-def _slice(lines: list[str] | None, sym) -> str | None:
+def _slice(lines: Sequence[str] | None, sym) -> str | None:
     if lines is None or sym is None:
         return None
     return "\n".join(lines[sym.line - 1 : sym.end_line])

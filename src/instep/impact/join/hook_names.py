@@ -83,7 +83,7 @@ class HookNames(HookReach, UpstreamDefaults):
         self._file_reads: dict[tuple[str, str], tuple[str, list, list]] = {}
         self._sub_modules: frozenset[str] = frozenset()
         self.read_down = inputs.read_down  # __init__ bodies, registrations
-        self._down_trees: dict[str, ast.Module | None] = {}
+        self.down_trees = inputs.down_trees
         self._down_name: dict[tuple[str, str], str] = {}  # (path, qualname) -> module.qualname
         self._handed: dict[UpClass, frozenset[str]] | None = None
         self._callers: dict[str, list[Read] | None] = {}
@@ -109,13 +109,7 @@ class HookNames(HookReach, UpstreamDefaults):
     # -- the upstream side -------------------------------------------------------------
 
     def _down_tree(self, path: str) -> ast.Module | None:
-        if path not in self._down_trees:
-            data = self.read_down(path) if self.read_down is not None else None
-            try:
-                self._down_trees[path] = ast.parse(data) if data else None
-            except (SyntaxError, ValueError):
-                self._down_trees[path] = None
-        return self._down_trees[path]
+        return self.down_trees.tree_of_bytes(path) if self.read_down is not None else None
 
     def find(self) -> list[Found]:
         """The HOOK_NAME couplings, in the order they are to be added. It reads the

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -60,10 +60,13 @@ from instep.impact.join.upstream_calls import UpstreamCalls
 from instep.impact.model import CouplingKind, Reference, SymbolChange, UpstreamChange
 from instep.impact.upstream.resolver import UpstreamResolver
 from instep.impact.upstream.sources.snapshot import Snapshot
+from instep.pyindex.parsed_files import ParsedFiles
 from instep.pyindex.symbols import FileIndex
 
 #: decoded old and new lines of the file of a change (None: that side has no such file)
-LinesOf = Callable[[UpstreamChange, SymbolChange], tuple[list[str] | None, list[str] | None]]
+LinesOf = Callable[
+    [UpstreamChange, SymbolChange], tuple[Sequence[str] | None, Sequence[str] | None]
+]
 
 
 @dataclass(frozen=True)
@@ -155,9 +158,11 @@ class JoinInputs:
     # the results of the early passes' ``prepare``, by pass name (the runner fills it)
     prepared: dict[str, Any] = field(default_factory=dict)
     changes: ChangeIndex = field(init=False)
+    down_trees: ParsedFiles = field(init=False)  # downstream trees and lines, made once
 
     def __post_init__(self) -> None:
         self.changes = ChangeIndex(self.units)
+        self.down_trees = ParsedFiles(self.read_down)
 
     def warm(self) -> None:
         """Read what forked children and this process would each read again: every
@@ -202,7 +207,7 @@ class JoinInputs:
         """Upstream modules the downstream swaps wholesale for a copy (wholesale.py)."""
         self.late("swaps")
         paths = self.snapshots.down.paths()
-        return tuple(find_swaps(paths, self.read_down, self.resolver.module_paths))
+        return tuple(find_swaps(paths, self.read_down, self.resolver.module_paths, self.down_trees))
 
     @cached_property
     def op_arguments(self) -> OpArguments:
@@ -212,7 +217,8 @@ class JoinInputs:
     @cached_property
     def escapes(self) -> ClassEscapes:
         self.late("escapes")
-        return ClassEscapes(self.snapshots.down.paths(), self.read_down, self.calls.texts)
+        paths = self.snapshots.down.paths()
+        return ClassEscapes(paths, self.read_down, self.calls.texts, self.down_trees)
 
     @cached_property
     def installs(self) -> PatchInstalls:
@@ -241,12 +247,14 @@ class JoinInputs:
     def devices(self) -> DeviceClasses:
         self.late("devices")
         paths = self.snapshots.down.paths()
-        return DeviceClasses(self.down, self.resolver, paths, self.read_down, self.calls.texts)
+        return DeviceClasses(
+            self.down, self.resolver, paths, self.read_down, self.calls.texts, self.down_trees
+        )
 
     @cached_property
     def inductor(self) -> InductorUse:
         self.late("inductor")
-        return find_inductor_use(self.snapshots.down.paths(), self.read_down)
+        return find_inductor_use(self.snapshots.down.paths(), self.read_down, self.down_trees)
 
     @cached_property
     def dead_fallback(self) -> DeadFallback:

@@ -35,6 +35,7 @@ from instep.impact.upstream.release_diff import diff_versions
 from instep.impact.upstream.sources import is_test_path
 from instep.pyindex.cache import ContentCache, content_hash
 from instep.pyindex.model import SymbolKind, module_of
+from instep.pyindex.source_lines import SourceLines
 
 
 @dataclass
@@ -72,7 +73,7 @@ class UpstreamSide:
         self.texts: dict[object, tuple[bytes | None, bytes | None]] = {}
         self.version_diff = None  # a release's diff_versions result
         self._full_symbols: ContentCache | None = None
-        self._line_memo: dict[object, tuple[list[str] | None, list[str] | None]] = {}
+        self._line_memo: dict[object, tuple[SourceLines | None, SourceLines | None]] = {}
         self._test_paths: list[str] | None = None
 
     def excluded(self, path: str) -> bool:
@@ -316,11 +317,12 @@ class UpstreamSide:
 
     def lines_of(
         self, u: UpstreamChange, c: SymbolChange
-    ) -> tuple[list[str] | None, list[str] | None]:
+    ) -> tuple[SourceLines | None, SourceLines | None]:
         return self._lines((u.id, c.path) if self.mode != "release" else c.path)
 
-    def _lines(self, key) -> tuple[list[str] | None, list[str] | None]:
-        """Decoded lines of the old and new version of a changed upstream file (memoised).
+    def _lines(self, key) -> tuple[SourceLines | None, SourceLines | None]:
+        """Decoded lines of the old and new version of a changed upstream file (memoised,
+        as :class:`SourceLines`: a str per line would hold twice the text).
 
         ``key`` is the path (release) or (unit id, path) (a history: one pair per commit).
         """
@@ -328,7 +330,7 @@ class UpstreamSide:
         if key not in memo:
             old_b, new_b = self.texts.get(key, (None, None))
             memo[key] = tuple(
-                b.decode("utf-8", "replace").splitlines() if b is not None else None
+                SourceLines(b.decode("utf-8", "replace")) if b is not None else None
                 for b in (old_b, new_b)
             )
         return memo[key]
