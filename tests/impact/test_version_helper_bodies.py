@@ -161,3 +161,18 @@ def test_helpers_are_read_from_their_bodies():
     assert rng('not_older("2.10")') == ((2, 10), None)
     assert rng('is_torch_version_ge("2.10")') is None
     assert rng('is_torch_version_gt("2.10")') == ((2, 11), None)  # not defined: the name
+
+
+def test_a_module_flag_and_a_refusal_over_the_module_s_own_helper():
+    from instep.impact.downstream.version_refusals import refusals_in, version_flags
+
+    source = HELPERS + (
+        '\n\nIS_NEW = newer("2.14")\nDRIVER_NEW = is_torch_version_ge("2.14")\n\n'
+        'if older("2.9"):\n    raise RuntimeError("torch >= 2.9 needed")\n'
+    )
+    tree = ast.parse(source)
+    flags = version_flags(tree, source)
+    assert set(flags) == {"IS_NEW"}  # the driver helper's result is no torch flag
+    assert [r.line for r in refusals_in(tree, "vu.py", source)] == [
+        source.split("\n").index('    raise RuntimeError("torch >= 2.9 needed")') + 1
+    ]  # the statement that refuses

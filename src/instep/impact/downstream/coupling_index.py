@@ -74,7 +74,7 @@ from instep.pyindex.signatures import call_shape
 
 log = logging.getLogger(__name__)
 
-FORMAT = "coupling-index-v17"  # bump when any cached class changes shape or content
+FORMAT = "coupling-index-v18"  # bump when any cached class changes shape or content
 MAX_FILE_BYTES = 8 * 1024 * 1024
 
 
@@ -304,12 +304,12 @@ def index_downstream_file(
     except RecursionError:
         out.error = f"{path}: skipped, nesting too deep to analyse"
         return out
-    flags, refusals = flags_and_refusals(tree, path, source, tuple(upstream_roots))
+    helpers = version_helpers(tree) if may_gate(source) else ({}, set())
+    flags, refusals = flags_and_refusals(tree, path, source, tuple(upstream_roots), helpers)
     exports = {k: val for k, val in v.scopes[0][0].items() if val is not None}
     imported = imported_flags.candidates(tree, exports, upstream_roots, flags, v.walk_statements)
     bound = imported_flags.downstream_bindings(exports, tuple(upstream_roots), flags)
     helper_calls = imported_flags.helper_candidates(bound, v.walk_statements) if bound else {}
-    helpers = version_helpers(tree) if may_gate(source) else ({}, set())
     spans = gate_spans(
         tree,
         path,
