@@ -171,7 +171,7 @@ def test_partial_conditions_and_nightly_markers_are_not_overclaimed():
     ],
 )
 def test_the_gate_prefilter_answers_as_an_ignore_case_search(source):
-    from instep.impact.downstream.version_gates import _may_gate
+    from instep.impact.downstream.version_gates import may_gate
 
     words = r"version|hasattr|ImportError|COMPAT|torch_(?:ge|gt|lt|le)|getsource"
-    assert _may_gate(source) is bool(re.search(words, source, re.IGNORECASE))
+    assert may_gate(source) is bool(re.search(words, source, re.IGNORECASE))

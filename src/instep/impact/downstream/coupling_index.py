@@ -52,7 +52,13 @@ from instep.impact.downstream.pruning import BLOCK_STMTS, SIMPLE_STMTS, TRY_STMT
 from instep.impact.downstream.records import DownstreamFileIndex, Local, LocalKind
 from instep.impact.downstream.subclasses import local_subclass_refs
 from instep.impact.downstream.tree_index import DownstreamIndex
-from instep.impact.downstream.version_gates import GateLookup, catches_import_error, gate_spans
+from instep.impact.downstream.version_conditions import version_helpers
+from instep.impact.downstream.version_gates import (
+    GateLookup,
+    catches_import_error,
+    gate_spans,
+    may_gate,
+)
 from instep.impact.downstream.version_refusals import flags_and_refusals
 from instep.impact.model import CouplingKind, Reference, VersionGate
 from instep.impact.no_gc import no_cyclic_gc
@@ -68,7 +74,7 @@ from instep.pyindex.signatures import call_shape
 
 log = logging.getLogger(__name__)
 
-FORMAT = "coupling-index-v16"  # bump when any cached class changes shape or content
+FORMAT = "coupling-index-v18"  # bump when any cached class changes shape or content
 MAX_FILE_BYTES = 8 * 1024 * 1024
 
 
@@ -298,10 +304,21 @@ def index_downstream_file(
     except RecursionError:
         out.error = f"{path}: skipped, nesting too deep to analyse"
         return out
-    flags, refusals = flags_and_refusals(tree, path, source, tuple(upstream_roots))
+    helpers = version_helpers(tree) if may_gate(source) else ({}, set())
+    flags, refusals = flags_and_refusals(tree, path, source, tuple(upstream_roots), helpers)
     exports = {k: val for k, val in v.scopes[0][0].items() if val is not None}
     imported = imported_flags.candidates(tree, exports, upstream_roots, flags, v.walk_statements)
-    spans = gate_spans(tree, path, source, {**imported, **flags}, v.walk_statements)
+    bound = imported_flags.downstream_bindings(exports, tuple(upstream_roots), flags)
+    helper_calls = imported_flags.helper_candidates(bound, v.walk_statements) if bound else {}
+    spans = gate_spans(
+        tree,
+        path,
+        source,
+        {**imported, **flags},
+        v.walk_statements,
+        helper_calls=helper_calls,
+        helpers=helpers,
+    )
     spans, flag_uses = imported_flags.split(spans)
     lookup = GateLookup(spans)
     functions = {f.qualname: f for f in v.functions}
@@ -329,6 +346,7 @@ def index_downstream_file(
     out.exports = exports
     out.flags = flags
     out.flag_uses = flag_uses
+    out.version_helpers, out.not_version_helpers = helpers[0], frozenset(helpers[1])
     out.classes = v.classes
     out.helpers = v.helpers
     out.calls = [c for c in v.calls if type(c.callee) is not Local]

@@ -10,6 +10,15 @@ index (:func:`resolve_imported_flags`) looks the name up in the module it comes 
 where that module sets it in a version check, turns the span into a ``version_flag`` gate
 and re-gates the file's references inside it. A name the other module does not set in a
 version check gates nothing. Nothing here reads a version or decides a gate.
+
+The same two steps for a version helper defined in another downstream module: ``if
+newer("2.10"):`` / ``if not vu.newer("2.10"):`` on an imported name is recorded with an
+:class:`ImportedHelper` placeholder (:func:`helper_candidates`); the tree index reads the
+helper's definition (``version_conditions.version_helpers`` of the defining module,
+whatever the helper's name) and makes the span a ``version_compare`` gate, drops it where
+the helper never reads the torch version (a CANN or driver version), and keeps the name
+reading (``is_torch_version_ge``) only where the definition is not in the tree (a helper
+of another installed package).
 """
 
 from __future__ import annotations
@@ -20,6 +29,13 @@ from dataclasses import dataclass, replace
 
 from instep.impact.downstream.pruning import statements_in_walk_order
 from instep.impact.downstream.records import DownstreamFileIndex, GateSpan
+from instep.impact.downstream.version_conditions import (
+    Conditions,
+    Range,
+    Version,
+    call_versions,
+    negate,
+)
 from instep.impact.downstream.version_gates import GateLookup, flag_name
 
 
@@ -29,6 +45,86 @@ class ImportedFlag:
 
     dotted: str
     value: bool
+
+
+@dataclass(frozen=True)
+class ImportedHelper:
+    """Placeholder predicate: the downstream helper ``dotted`` called with these literal
+    versions (by position, by keyword), negated when ``negated``; ``fallback``: the range
+    the helper's name gives (None: none), used where its definition is not in the tree."""
+
+    dotted: str
+    args: tuple[Version | None, ...]
+    kwargs: tuple[tuple[str, Version | None], ...]
+    negated: bool
+    fallback: Range | None
+
+    def range_in(
+        self, by_module: Mapping[str, DownstreamFileIndex], resolve: Callable[[str], str]
+    ) -> Range | None:
+        for name in dict.fromkeys((self.dotted, resolve(self.dotted))):
+            mod, _, attr = name.rpartition(".")
+            f = by_module.get(mod)
+            if f is None:
+                continue
+            spec = f.version_helpers.get(attr)
+            if spec is not None:
+                rng = spec.range_for(self.args, self.kwargs)
+                return negate(rng) if rng is not None and self.negated else rng
+            if attr in f.not_version_helpers:
+                return None  # compares another package's version, whatever its name
+        return self.fallback
+
+
+def downstream_bindings(
+    exports: Mapping[str, object], upstream_roots: tuple[str, ...], own: Mapping[str, object]
+) -> dict[str, str]:
+    """Module-level names imported from a module that is not one of ``upstream_roots``
+    (nor a flag the module sets itself): name -> the dotted name it binds."""
+    return {
+        k: v
+        for k, v in exports.items()
+        if type(v) is str and k not in own and v.split(".", 1)[0] not in upstream_roots
+    }
+
+
+def helper_candidates(
+    bound: Mapping[str, str], statements: Iterable[ast.AST]
+) -> dict[int, tuple[ImportedHelper, ImportedHelper]]:
+    """``if f(<version>):`` / ``if not m.f(<version>):`` where ``f`` / ``m`` is imported
+    from a downstream module (``bound``, :func:`downstream_bindings`): ``id`` of the
+    ``if`` -> placeholders for its body and for its ``else`` / the code after an early
+    exit."""
+    out: dict[int, tuple[ImportedHelper, ImportedHelper]] = {}
+    if not bound:
+        return out
+    for node in statements:
+        if type(node) is not ast.If:
+            continue
+        test, neg = node.test, False
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test, neg = test.operand, True
+        if not isinstance(test, ast.Call):
+            continue
+        name = flag_name(test.func)
+        if name is None:
+            continue
+        head, _, rest = name.partition(".")
+        target = bound.get(head)
+        if target is None:
+            continue
+        args, kwargs = call_versions(test)
+        if not any(args) and not any(v for _, v in kwargs):
+            continue
+        named = Conditions()._helper_call(test)  # the name reading, for no definition
+        body = negate(named) if named is not None and neg else named
+        other = negate(body) if body is not None else None
+        dotted = f"{target}.{rest}" if rest else target
+        out[id(node)] = (
+            ImportedHelper(dotted, args, kwargs, neg, body),
+            ImportedHelper(dotted, args, kwargs, not neg, other),
+        )
+    return out
 
 
 def candidates(
@@ -41,11 +137,7 @@ def candidates(
     """``if`` tests naming a module-level import from a downstream module (not one of
     ``upstream_roots``, not a flag this module sets itself): name as written -> placeholders.
     ``statements``: ``tree``'s, in ``statements_in_walk_order``, where the caller has them."""
-    bound = {
-        k: v
-        for k, v in exports.items()
-        if type(v) is str and k not in own and v.split(".", 1)[0] not in upstream_roots
-    }
+    bound = downstream_bindings(exports, upstream_roots, own)
     if not bound:
         return {}
     out: dict[str, tuple[ImportedFlag, ImportedFlag]] = {}
@@ -72,10 +164,11 @@ def candidates(
 
 def split(spans: list[GateSpan]) -> tuple[list[GateSpan], list[GateSpan]]:
     """The module's own gate spans, and the spans on imported flags (placeholders)."""
-    own = [s for s in spans if not isinstance(s.gate.predicate, ImportedFlag)]
+    placeholders = (ImportedFlag, ImportedHelper)
+    own = [s for s in spans if not isinstance(s.gate.predicate, placeholders)]
     if len(own) == len(spans):
         return spans, []
-    return own, [s for s in spans if isinstance(s.gate.predicate, ImportedFlag)]
+    return own, [s for s in spans if isinstance(s.gate.predicate, placeholders)]
 
 
 def _flag_of(
@@ -105,6 +198,12 @@ def resolve_imported_flags(
         made: list[GateSpan] = []
         for s in f.flag_uses:
             p = s.gate.predicate
+            if isinstance(p, ImportedHelper):
+                rng = p.range_in(by_module, resolve)
+                if rng is not None:
+                    gate = replace(s.gate, predicate=None, min_version=rng[0], max_version=rng[1])
+                    made.append(replace(s, gate=gate))
+                continue
             preds = _flag_of(p.dotted, by_module, resolve)  # type: ignore[union-attr]
             if preds is not None:
                 pred = preds[0] if p.value else preds[1]  # type: ignore[union-attr]

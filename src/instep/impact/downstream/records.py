@@ -15,6 +15,7 @@ from enum import Enum
 from functools import cached_property
 from typing import NamedTuple
 
+from instep.impact.downstream.version_conditions import HelperSpec as VersionHelperSpec
 from instep.impact.downstream.version_predicates import Predicate
 from instep.impact.model import Reference, VersionGate
 from instep.pyindex.model import Registration
@@ -215,3 +216,7 @@ class DownstreamFileIndex:
     # ``if FLAG:`` on a flag imported from another downstream module: spans whose gate's
     # predicate is an ``imported_flags.ImportedFlag``, resolved by the tree index
     flag_uses: list[GateSpan] = field(default_factory=list)
+    # the module's own torch version helpers, read from their bodies (name -> spec), and
+    # its functions that never read the torch version: for ``if helper(X):`` elsewhere
+    version_helpers: dict[str, VersionHelperSpec] = field(default_factory=dict)
+    not_version_helpers: frozenset[str] = frozenset()

@@ -1,10 +1,17 @@
 """Version conditions: a test expression about the torch version read as a version range.
 
 ``CURRENT_VERSION >= (2, 14)``, ``torch.__version__ >= "2.14"``, ``Version(torch.
-__version__) >= Version("2.14")``, ``is_torch_version_ge("2.14")`` and module constants
-holding such comparisons are a :data:`Range` ``(min inclusive, max exclusive)``
-(:class:`Conditions`, which knows the module's version constants); ``and`` intersects,
-``not`` negates. Shared by the version gates (``version_gates.py``) and the version
+__version__) >= Version("2.14")``, a call of a helper the module defines over the torch
+version (``def newer(v): return Version(torch.__version__) >= Version(v)``, read from its
+body by :func:`version_helpers`, whatever its name), a call of a helper named like one
+(``is_torch_version_ge("2.14")``) whose definition is not in the module, and module
+constants holding such comparisons are a :data:`Range` ``(min inclusive, max exclusive)``
+(:class:`Conditions`, which knows the module's version constants and helpers); ``and``
+intersects, ``not`` negates. A helper the module defines whose body never reads the
+torch version (it compares a CANN or driver version) is no gate, whatever its name.
+Helpers defined in another downstream module are read from their body by the tree index
+(``imported_flags.resolve_imported_flags``); here, without the definition, only the name
+reading applies. Shared by the version gates (``version_gates.py``) and the version
 refusals (``version_refusals.py``). Static only: nothing is evaluated; a test not
 recognisably about the version has no range.
 """
@@ -13,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import dataclass
 
 Version = tuple[int, ...]
 Range = tuple["Version | None", "Version | None"]  # (min inclusive, max exclusive)
@@ -151,11 +159,131 @@ def intersect(a: Range, b: Range) -> Range:
     return (lo, hi)
 
 
+@dataclass(frozen=True)
+class HelperSpec:
+    """A function whose result is ``current torch version <op> its parameter``: which
+    parameter (position and name), the operator with the current version on its left,
+    and whether the result is negated."""
+
+    index: int
+    param: str
+    op: type[ast.cmpop]
+    negated: bool = False
+
+    def range_of(self, call: ast.Call) -> Range | None:
+        args, kwargs = call_versions(call)
+        return self.range_for(args, kwargs)
+
+    def range_for(
+        self, args: tuple[Version | None, ...], kwargs: tuple[tuple[str, Version | None], ...]
+    ) -> Range | None:
+        """The range of a call passing these literal versions (None: not a literal)."""
+        v = args[self.index] if len(args) > self.index else dict(kwargs).get(self.param)
+        rng = range_of_compare(self.op(), v) if v is not None else None
+        return negate(rng) if rng is not None and self.negated else rng
+
+
+def call_versions(
+    call: ast.Call,
+) -> tuple[tuple[Version | None, ...], tuple[tuple[str, Version | None], ...]]:
+    """The literal versions a call passes, by position and by keyword (None: not one)."""
+    args = tuple(literal_version(a) for a in call.args)
+    kwargs = tuple((k.arg, literal_version(k.value)) for k in call.keywords if k.arg)
+    return args, kwargs
+
+
+_WRAPPERS = PARSERS | {"str"}
+
+
+def _unwrap(node: ast.AST, local: dict[str, ast.AST]) -> ast.AST:
+    """``Version(str(x))`` -> ``x``, a local variable -> what it was assigned."""
+    for _ in range(8):
+        if isinstance(node, ast.Name) and node.id in local:
+            node = local[node.id]
+        elif isinstance(node, ast.Call) and len(node.args) == 1 and callee(node) in _WRAPPERS:
+            node = node.args[0]
+        else:
+            return node
+    return node
+
+
+def _spec_of(fn: ast.FunctionDef | ast.AsyncFunctionDef, known: dict[str, HelperSpec]):
+    """``fn``'s :class:`HelperSpec` when its body is assignments then ``return`` of one
+    comparison of the current torch version with a parameter (through ``Version()`` /
+    ``parse()`` / ``str()`` and local variables), its negation, or a call of a helper in
+    ``known`` passing the parameter on (one level); else None."""
+    params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+    local: dict[str, ast.AST] = {}
+    body = fn.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # the docstring
+    for stmt in body[:-1]:
+        if not (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+        ):
+            return None
+        local[stmt.targets[0].id] = stmt.value
+    if not body or not isinstance(body[-1], ast.Return) or body[-1].value is None:
+        return None
+    return _spec_of_expr(body[-1].value, params, local, known)
+
+
+def _spec_of_expr(e: ast.AST, params: list[str], local, known) -> HelperSpec | None:
+    e = _unwrap(e, local)
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
+        inner = _spec_of_expr(e.operand, params, local, known)
+        return HelperSpec(inner.index, inner.param, inner.op, not inner.negated) if inner else None
+    if isinstance(e, ast.Call) and callee(e) in known:
+        other = known[callee(e)]
+        arg = e.args[other.index] if len(e.args) > other.index else None
+        arg = _unwrap(arg, local) if arg is not None else None
+        if isinstance(arg, ast.Name) and arg.id in params:
+            return HelperSpec(params.index(arg.id), arg.id, other.op, other.negated)
+        return None
+    if not (isinstance(e, ast.Compare) and len(e.ops) == 1):
+        return None
+    left, right = _unwrap(e.left, local), _unwrap(e.comparators[0], local)
+    op = e.ops[0]
+    if isinstance(right, ast.Name) and right.id in params and is_current_version(left):
+        return HelperSpec(params.index(right.id), right.id, type(op))
+    if isinstance(left, ast.Name) and left.id in params and is_current_version(right):
+        return HelperSpec(params.index(left.id), left.id, type(flip(op)))
+    return None
+
+
+def version_helpers(tree: ast.Module) -> tuple[dict[str, HelperSpec], set[str]]:
+    """The module-level functions of ``tree`` read as torch version helpers (name ->
+    spec), and those that never read the torch version (a CANN or driver version helper,
+    whatever its name: no gate). A function in neither reads the torch version in a shape
+    not recognised here: its calls fall back to the name reading."""
+    defs = [s for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    specs: dict[str, HelperSpec] = {}
+    for _ in range(2):  # a helper over another one defined after it
+        for fn in defs:
+            if fn.name not in specs and (spec := _spec_of(fn, specs)) is not None:
+                specs[fn.name] = spec
+    other = {
+        fn.name
+        for fn in defs
+        if fn.name not in specs
+        and not any(
+            isinstance(n, (ast.Name, ast.Attribute)) and is_current_version(n) for n in ast.walk(fn)
+        )
+    }
+    return specs, other
+
+
 class Conditions:
-    """Evaluates a test expression to a version range, knowing module-level constants."""
+    """Evaluates a test expression to a version range, knowing module-level constants and
+    the module's own version helpers (:func:`version_helpers`)."""
 
     def __init__(self) -> None:
         self.constants: dict[str, Range] = {}
+        self.helpers: dict[str, HelperSpec] = {}
+        self.not_helpers: set[str] = set()
+        self.helper_calls: dict[int, tuple[object, object]] = {}  # version_gates' placeholders
         self.flags: dict[str, tuple[object, object]] = {}  # flag -> (when true, when false)
         self.probes = None  # source_probes.ProbeReader, for modules that may probe upstream
 
@@ -187,6 +315,12 @@ class Conditions:
 
     def _helper_call(self, call: ast.Call) -> Range | None:
         name = callee(call)
+        if isinstance(call.func, ast.Name):  # the module's own definition decides
+            spec = self.helpers.get(name)
+            if spec is not None:
+                return spec.range_of(call)
+            if name in self.not_helpers:
+                return None
         m = _HELPER.search(name)
         if not m or not call.args or _OTHER_PACKAGE.search(name):
             return None

@@ -26,6 +26,7 @@ from instep.impact.downstream import source_probes
 from instep.impact.downstream.records import GateSpan
 from instep.impact.downstream.version_conditions import (
     Conditions,
+    HelperSpec,
     Range,
     Version,
     bump,
@@ -33,6 +34,7 @@ from instep.impact.downstream.version_conditions import (
     literal_version,
     negate,
     parse_version,
+    version_helpers,
 )
 from instep.impact.model import VersionGate
 from instep.pyindex.registrations import dotted_name
@@ -52,7 +54,8 @@ _MAY_GATE_LOWER = re.compile(
 )
 
 
-def _may_gate(source: str) -> bool:
+def may_gate(source: str) -> bool:
+    """Whether ``source`` may hold a gate of its own (a cheap text test)."""
     if _MAY_GATE_LOWER.search(source.lower()):
         return True
     return not source.isascii() and _MAY_GATE.search(source) is not None
@@ -125,16 +128,24 @@ def gate_spans(
     source: str,
     flags: dict[str, tuple[object, object]] | None = None,
     statements: Iterable[ast.AST] | None = None,
+    helper_calls: dict[int, tuple[object, object]] | None = None,
+    helpers: tuple[dict[str, HelperSpec], set[str]] | None = None,
 ) -> list[GateSpan]:
     """All gates of a module with the line span each guards (outermost first). ``flags``:
     names the module (or one it imports from) set in a version check, with the conditions
     under which each is true and false (``version_refusals.version_flags``, predicates
     this module does not read): ``if FLAG:`` is gated by them. ``statements``: ``tree``'s
-    in ``pruning.statements_in_walk_order``, where the caller has them."""
-    if not flags and not _may_gate(source):
+    in ``pruning.statements_in_walk_order``, where the caller has them. ``helper_calls``:
+    ``if`` statements (by ``id``) calling a version helper imported from another
+    downstream module, with the placeholder predicates of their body and other side
+    (``imported_flags.helper_candidates``, resolved by the tree index); ``helpers``: the
+    module's own (``version_conditions.version_helpers``), where the caller has them."""
+    if not flags and not helper_calls and not may_gate(source):
         return []
     conds = Conditions()
     conds.flags = dict(flags or {})
+    conds.helpers, conds.not_helpers = helpers if helpers is not None else version_helpers(tree)
+    conds.helper_calls = helper_calls or {}
     for stmt in tree.body:  # module constants: IS_TORCH_214 = CURRENT_VERSION >= (2, 14)
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
@@ -163,6 +174,10 @@ def gate_spans(
 def _if_gates(
     stmt: ast.If, rest: list[ast.stmt], conds: Conditions, path: str, spans: list[GateSpan]
 ) -> None:
+    placeholders = conds.helper_calls.get(id(stmt))
+    if placeholders is not None:
+        _placeholder_if_gates(stmt, rest, placeholders, path, spans)
+        return
     probe = conds.probes.gate_test(stmt.test) if conds.probes is not None else None
     if probe is not None:
         _probe_if_gates(stmt, probe, path, spans)
@@ -184,6 +199,38 @@ def _if_gates(
         _version_if_gates(stmt, rest, rng, partial, text, path, spans)
     elif probe is not None:
         _hasattr_if_gates(stmt, probe[0], text, path, spans)
+
+
+def _placeholder_if_gates(
+    stmt: ast.If,
+    rest: list[ast.stmt],
+    placeholders: tuple[object, object],
+    path: str,
+    spans: list[GateSpan],
+) -> None:
+    """``if helper(X):`` on a helper imported from another downstream module: the body,
+    the ``else`` branch and the code after an early exit, with placeholder predicates the
+    tree index turns into version ranges (or drops)."""
+    text = ast.unparse(stmt.test)
+    text = text if len(text) <= 200 else text[:197] + "..."
+    body, other = placeholders
+
+    def gate(cond: str, p: object, note: str = "") -> VersionGate:
+        return _gate(path, stmt.lineno, cond, "version_compare", None, note=note, predicate=p)
+
+    spans.append(GateSpan(gate(text, body), stmt.body[0].lineno, _block_end(stmt.body)))
+    if stmt.orelse:
+        spans.append(
+            GateSpan(
+                gate(f"not ({text})", other, "else"), stmt.orelse[0].lineno, _block_end(stmt.orelse)
+            )
+        )
+    if _is_exit(stmt.body) and rest:
+        spans.append(
+            GateSpan(
+                gate(f"not ({text})", other, "after early exit"), rest[0].lineno, _block_end(rest)
+            )
+        )
 
 
 def _version_if_gates(

@@ -79,6 +79,7 @@ class _Reader:
         self.source = source  # the module's text, to skip expressions that cannot mention
         self._starts: list[int] | None = None
         self._mentions: tuple[int, list[int]] | None = None  # (len(derived), lines)
+        self.conds = vc.Conditions()  # the module's own version helpers, for their calls
 
     def is_current(self, node: ast.AST) -> bool:
         """``torch.__version__`` (sliced, parsed) or a name derived from it."""
@@ -164,7 +165,7 @@ class _Reader:
                 if all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in elts):
                     return Prefix(tuple(e.value for e in elts))  # type: ignore[union-attr]
             return Unknown()
-        rng = vc.Conditions()._helper_call(call)
+        rng = self.conds._helper_call(call)
         return InRange(*rng) if rng is not None else Unknown()
 
     def _compare(self, left: ast.AST, op: ast.cmpop, right: ast.AST) -> Predicate:
@@ -337,12 +338,21 @@ def _ends(block: list[ast.stmt]) -> bool:
     return bool(block) and isinstance(block[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
 
 
-def _constants(tree: ast.Module, source: str, roots: tuple[str, ...]) -> _Reader | None:
+def _constants(
+    tree: ast.Module,
+    source: str,
+    roots: tuple[str, ...],
+    helpers: tuple[dict[str, vc.HelperSpec], set[str]] | None = None,
+) -> _Reader | None:
     """The module's version constants and flags (the reader after its first pass), or
-    None when the module never says "version" (then it has none)."""
+    None when the module never says "version" (then it has none). ``helpers``: the
+    module's ``version_conditions.version_helpers``, where the caller has them."""
     if "version" not in source.lower():
         return None
     reader = _Reader(tuple(roots) or ("torch",), source)
+    reader.conds.helpers, reader.conds.not_helpers = (
+        helpers if helpers is not None else vc.version_helpers(tree)
+    )
     _Walk(reader, "", collect=False).block(tree.body, (), (), "module", "")
     return reader
 
@@ -370,10 +380,16 @@ def refusals_in(
 
 
 def flags_and_refusals(
-    tree: ast.Module, path: str, source: str, upstream_roots: tuple[str, ...] = ("torch",)
+    tree: ast.Module,
+    path: str,
+    source: str,
+    upstream_roots: tuple[str, ...] = ("torch",),
+    helpers: tuple[dict[str, vc.HelperSpec], set[str]] | None = None,
 ) -> tuple[dict[str, tuple[Predicate, Predicate]], list[Refusal]]:
-    """:func:`version_flags` and :func:`refusals_in` of one module, its constants read once."""
-    reader = _constants(tree, source, upstream_roots)
+    """:func:`version_flags` and :func:`refusals_in` of one module, its constants read once
+    (``helpers``: the module's ``version_conditions.version_helpers``, where the caller has
+    them)."""
+    reader = _constants(tree, source, upstream_roots, helpers)
     return _flags(reader), _refusals(tree, path, source, reader)
 
 
