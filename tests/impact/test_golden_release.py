@@ -65,8 +65,8 @@ def test_shared_golden_rows_agree(release_doc, tmp_path):
     # The known misses, by row (docs/impact.md, "Calibration"): row 23 names a method whose
     # only change between the wheels is a neutral rewrite (assert -> raise AssertionError,
     # #31); row 33 a symbol whose only change is its docstring; row 49 a class whose
-    # members, not the class, changed. Any other miss fails, and so does a known one that starts to agree (then
-    # take it off this list).
+    # members, not the class, changed. Any other miss fails, and so does a known one that
+    # starts to agree (then take it off this list).
     assert missed == KNOWN_GOLDEN_MISSES, proc.stdout
     assert int(m.group(1)) == int(m.group(2)) - len(KNOWN_GOLDEN_MISSES)
 
