@@ -287,6 +287,35 @@ def _parse(path: str, data: bytes) -> tuple[str, ast.Module] | str:
         return f"{path}{at}: skipped, not valid Python 3 ({getattr(exc, 'msg', exc)})"
 
 
+def _version_gates_of(
+    tree: ast.Module,
+    path: str,
+    source: str,
+    v: _Visitor,
+    exports: dict,
+    upstream_roots: tuple[str, ...],
+) -> tuple:
+    """The file's version helpers, flags, refusals, gate spans and flag uses: its own
+    helpers and flags, and placeholders for flags and helpers imported from other
+    downstream modules (resolved at tree level, ``imported_flags``)."""
+    helpers = version_helpers(tree) if may_gate(source) else ({}, set())
+    flags, refusals = flags_and_refusals(tree, path, source, tuple(upstream_roots), helpers)
+    imported = imported_flags.candidates(tree, exports, upstream_roots, flags, v.walk_statements)
+    bound = imported_flags.downstream_bindings(exports, tuple(upstream_roots), flags)
+    helper_calls = imported_flags.helper_candidates(bound, v.walk_statements) if bound else {}
+    spans = gate_spans(
+        tree,
+        path,
+        source,
+        {**imported, **flags},
+        v.walk_statements,
+        helper_calls=helper_calls,
+        helpers=helpers,
+    )
+    spans, flag_uses = imported_flags.split(spans)
+    return helpers, flags, refusals, spans, flag_uses
+
+
 def index_downstream_file(
     path: str, data: bytes, upstream_roots: tuple[str, ...] = ("torch",)
 ) -> DownstreamFileIndex:
@@ -304,22 +333,10 @@ def index_downstream_file(
     except RecursionError:
         out.error = f"{path}: skipped, nesting too deep to analyse"
         return out
-    helpers = version_helpers(tree) if may_gate(source) else ({}, set())
-    flags, refusals = flags_and_refusals(tree, path, source, tuple(upstream_roots), helpers)
     exports = {k: val for k, val in v.scopes[0][0].items() if val is not None}
-    imported = imported_flags.candidates(tree, exports, upstream_roots, flags, v.walk_statements)
-    bound = imported_flags.downstream_bindings(exports, tuple(upstream_roots), flags)
-    helper_calls = imported_flags.helper_candidates(bound, v.walk_statements) if bound else {}
-    spans = gate_spans(
-        tree,
-        path,
-        source,
-        {**imported, **flags},
-        v.walk_statements,
-        helper_calls=helper_calls,
-        helpers=helpers,
+    helpers, flags, refusals, spans, flag_uses = _version_gates_of(
+        tree, path, source, v, exports, upstream_roots
     )
-    spans, flag_uses = imported_flags.split(spans)
     lookup = GateLookup(spans)
     functions = {f.qualname: f for f in v.functions}
     refs = v.refs

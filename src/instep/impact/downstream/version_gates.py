@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 import bisect
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from instep.impact.downstream import source_probes
 from instep.impact.downstream.records import GateSpan
@@ -201,6 +201,30 @@ def _if_gates(
         _hasattr_if_gates(stmt, probe[0], text, path, spans)
 
 
+def _other_way_spans(
+    stmt: ast.If,
+    rest: list[ast.stmt],
+    text: str,
+    other: object,
+    gate: Callable[[str, object, str], VersionGate],
+    spans: list[GateSpan],
+) -> None:
+    """The spans where ``if <text>:`` decided the other way: its ``else`` branch, and the
+    code after it when its body always leaves (an early exit)."""
+    if stmt.orelse:
+        spans.append(
+            GateSpan(
+                gate(f"not ({text})", other, "else"), stmt.orelse[0].lineno, _block_end(stmt.orelse)
+            )
+        )
+    if _is_exit(stmt.body) and rest:
+        spans.append(
+            GateSpan(
+                gate(f"not ({text})", other, "after early exit"), rest[0].lineno, _block_end(rest)
+            )
+        )
+
+
 def _placeholder_if_gates(
     stmt: ast.If,
     rest: list[ast.stmt],
@@ -219,18 +243,7 @@ def _placeholder_if_gates(
         return _gate(path, stmt.lineno, cond, "version_compare", None, note=note, predicate=p)
 
     spans.append(GateSpan(gate(text, body), stmt.body[0].lineno, _block_end(stmt.body)))
-    if stmt.orelse:
-        spans.append(
-            GateSpan(
-                gate(f"not ({text})", other, "else"), stmt.orelse[0].lineno, _block_end(stmt.orelse)
-            )
-        )
-    if _is_exit(stmt.body) and rest:
-        spans.append(
-            GateSpan(
-                gate(f"not ({text})", other, "after early exit"), rest[0].lineno, _block_end(rest)
-            )
-        )
+    _other_way_spans(stmt, rest, text, other, gate, spans)
 
 
 def _version_if_gates(
@@ -326,18 +339,7 @@ def _flag_if_gates(
     )
     if partial:
         return
-    if stmt.orelse:
-        spans.append(
-            GateSpan(
-                gate(f"not ({text})", other, "else"), stmt.orelse[0].lineno, _block_end(stmt.orelse)
-            )
-        )
-    if _is_exit(stmt.body) and rest:
-        spans.append(
-            GateSpan(
-                gate(f"not ({text})", other, "after early exit"), rest[0].lineno, _block_end(rest)
-            )
-        )
+    _other_way_spans(stmt, rest, text, other, gate, spans)
 
 
 def _probe_if_gates(stmt: ast.If, probe, path: str, spans: list[GateSpan]) -> None:
