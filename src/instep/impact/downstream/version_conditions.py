@@ -22,6 +22,8 @@ import ast
 import re
 from dataclasses import dataclass
 
+from instep.pyindex.registrations import dotted_name
+
 Version = tuple[int, ...]
 Range = tuple["Version | None", "Version | None"]  # (min inclusive, max exclusive)
 
@@ -110,18 +112,11 @@ def is_current_version(node: ast.AST) -> bool:
     if _MIN_SUPPORTED.match(name) or _OTHER_PACKAGE.search(name):
         return False
     if name == "__version__":  # torch.__version__, torch.version.__version__; not a module's own
-        return isinstance(node, ast.Attribute) and _dotted(node.value).split(".")[0] == "torch"
+        return (
+            isinstance(node, ast.Attribute)
+            and (dotted_name(node.value) or "").split(".")[0] == "torch"
+        )
     return _TORCH_VERSION.search(low) is not None or _CONSTANT_VERSION.match(name) is not None
-
-
-def _dotted(node: ast.AST) -> str:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-    return ".".join(reversed(parts))
 
 
 def flip(op: ast.cmpop) -> ast.cmpop:
