@@ -19,9 +19,7 @@ import pytest
 from instep.impact.downstream.version_conditions import Conditions, version_helpers
 
 from .gitrepo import impact_of_commit
-
-IR_V1 = "class Conditional:\n    pass\n\n\nclass Buffer:\n    pass\n"
-IR_V2 = "class Buffer:\n    pass\n"
+from .test_version_helpers import IR_V1, IR_V2, _by_owner
 
 HELPERS = """\
 import torch
@@ -107,15 +105,6 @@ def doc(tmp_path_factory):
             "torch_npu/patches.py": PATCHES,
         },
     )
-
-
-def _by_owner(doc) -> dict[str, tuple[str, str]]:
-    return {
-        c["owner"]: (c["rule"], c["action"])
-        for u in doc["units"]
-        for c in u["couplings"]
-        if c["upstream"].endswith("::Conditional")
-    }
 
 
 @pytest.mark.parametrize("owner", ["patch_ancient", "patch_through_another_helper", "patch_local"])
