@@ -189,7 +189,7 @@ class _Analysis:
         return JoinInputs(
             units=units,
             resolver=UpstreamResolver(up.new.paths(), up.new_index),
-            calls=UpstreamCalls(up.new.paths(), up.new.read),
+            calls=UpstreamCalls(up.new.paths(), up.new_bytes),
             down=down,
             snapshots=Snapshots(up.old, up.new, snap),
             lines_of=up.lines_of,

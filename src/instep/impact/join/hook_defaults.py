@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections import defaultdict, deque
+from collections import OrderedDict, defaultdict, deque
 
 from instep.impact.join.call_conditions import on_backend
 from instep.impact.join.hook_reads import cut, early_exit
@@ -25,6 +25,8 @@ UpClass = tuple[str, str]  # (module, class qualname) in the new upstream
 
 # the fields of a node that hold statements (a def is found only there)
 _BODIES = frozenset({"body", "handlers", "orelse", "finalbody", "cases"})
+# how many files' defs by name are kept: they hold most of each file's tree (their bodies)
+_DEF_FILES = 4
 
 
 def ran_on_backend(fn: ast.FunctionDef | ast.AsyncFunctionDef):
@@ -107,7 +109,8 @@ class UpstreamDefaults:
     skipped: SkippedInit
     read_down: object
     _texts: dict[str, ast.Module | None]
-    _defs: dict[str, dict[str, list]]
+    _defs: OrderedDict[str, dict[str, list]]
+    _fns: dict[tuple[str, str], ast.FunctionDef | ast.AsyncFunctionDef | None]
     _defaults: dict[tuple[str, str, str], tuple[bool, str]]
     _normal: dict[tuple[str, str], list[tuple[str, int]] | None]
     _down_name: dict[tuple[str, str], str]
@@ -138,12 +141,21 @@ class UpstreamDefaults:
         return None
 
     def _def_at(self, where: str, member: str):
-        """The def of ``member`` at ``where`` (path:line) in the new upstream, or None."""
+        """The def of ``member`` at ``where`` (path:line) in the new upstream, or None
+        (memoised: the defs found are kept, not every def of their files)."""
+        key = (where, member)
+        if key not in self._fns:
+            self._fns[key] = self._find_def(where, member)
+        return self._fns[key]
+
+    def _find_def(self, where: str, member: str):
         path, _, line = where.rpartition(":")
         tree = self._tree(path)
         fn = None
         if tree is not None:
-            if path not in self._defs:  # every def of the file by name, collected once
+            if path in self._defs:
+                self._defs.move_to_end(path)
+            else:  # every def of the file by name, collected once while the file is recent
                 # breadth first through statement bodies only (a def is a statement), so
                 # in the order of ast.walk without visiting every expression node
                 defs: dict[str, list] = defaultdict(list)
@@ -156,6 +168,8 @@ class UpstreamDefaults:
                         if field in _BODIES:
                             todo.extend(getattr(node, field))
                 self._defs[path] = defs
+                if len(self._defs) > _DEF_FILES:  # the defs hold the file's tree: drop the oldest
+                    self._defs.popitem(last=False)
             fn = next(
                 (
                     node

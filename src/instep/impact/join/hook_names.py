@@ -35,7 +35,7 @@ from __future__ import annotations
 import ast
 import re
 import textwrap
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import Mapping
 
 from instep.impact.downstream.subclasses import members_defined
@@ -77,7 +77,8 @@ class HookNames(HookReach, UpstreamDefaults):
         self.handles = {k: tuple(v.rsplit(".", 1)) for k, v in load_handles().items()}
         self._texts: dict[str, ast.Module | None] = {}
         self._reads_of: dict[str, list[Read]] = defaultdict(list)  # member -> calls of it
-        self._defs: dict[str, dict[str, list]] = {}
+        self._defs: OrderedDict[str, dict[str, list]] = OrderedDict()  # the latest files'
+        self._fns: dict[tuple[str, str], ast.FunctionDef | ast.AsyncFunctionDef | None] = {}
         self._defaults: dict[tuple[str, str, str], tuple[bool, str]] = {}
         self._normal: dict[tuple[str, str], list[tuple[str, int]] | None] = {}
         self._file_reads: dict[tuple[str, str], tuple[str, list, list]] = {}

@@ -229,6 +229,7 @@ class JoinInputs:
             self.snapshots.down.paths(),
             self.read_down,
             lambda module: texts().get(paths.get(module, "")),
+            self.down_trees,
         )
 
     @cached_property

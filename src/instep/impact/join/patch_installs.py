@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable
 
 from instep.impact.upstream.sources.snapshot import read_texts
 from instep.pyindex.model import module_of
+from instep.pyindex.parsed_files import ParsedFiles
 
 DEPTH = 3  # how many installing functions up the search follows calls
 _UNKNOWN = object()
@@ -350,10 +351,13 @@ class PatchInstalls:
         paths: Iterable[str],
         read: Callable[[str], bytes | None],
         upstream_source: Callable[[str], bytes | None],
+        trees: ParsedFiles | None = None,
     ) -> None:
         self.paths = [p for p in paths if p.endswith(".py")]
         self.read = read
         self._texts: dict[str, bytes] | None = None
+        # the downstream's trees: the join's shared store over ``read`` when given
+        self._shared = trees
         self._trees: dict[str, ast.Module | None] = {}
         self._parents: dict[str, dict[ast.AST, ast.AST]] = {}
         self._memo: dict[tuple[str, str], str] = {}
@@ -366,6 +370,8 @@ class PatchInstalls:
         return self._texts
 
     def tree(self, path: str) -> ast.Module | None:
+        if self._shared is not None:
+            return self._shared.tree(path) if path in self.texts() else None
         if path not in self._trees:
             data = self.texts().get(path)
             try:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import re
 from bisect import bisect_left
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -26,6 +27,11 @@ from instep.pyindex.model import SymbolKind, module_of
 from instep.pyindex.signatures import call_shape
 
 SELF_CONSTRUCTION = "<self>"  # cls(...), type(self)(...), self.__class__(...)
+# Bytes of source whose syntax trees are kept: a tree takes 30-65 times its source in
+# memory (torch/_inductor's files), so keeping every tree visited grew the join by
+# hundreds of MiB; beyond this the least recently used tree is dropped and parsed again
+# if wanted (docs/impact.md, "Memory of the join").
+TREE_BUDGET = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -205,11 +211,20 @@ def _parse(data: bytes | None, path: str) -> ast.Module | None:
 class UpstreamCalls:
     """Call sites of names in the new upstream, found on demand and memoised."""
 
-    def __init__(self, paths: Iterable[str], read: Callable[[str], bytes | None]) -> None:
+    def __init__(
+        self,
+        paths: Iterable[str],
+        read: Callable[[str], bytes | None],
+        budget: int = TREE_BUDGET,
+    ) -> None:
         self.paths = [p for p in paths if p.endswith(".py")]
         self.read = read
         self._texts: dict[str, bytes] | None = None
-        self._trees: dict[str, ast.Module | None] = {}
+        # the trees kept, least recently used first, of at most ``budget`` bytes of source
+        self._trees: OrderedDict[str, ast.Module | None] = OrderedDict()
+        self._budget = budget
+        self._kept = 0  # bytes of source behind the trees kept
+        self.parses = 0  # how many files were parsed (a file dropped and wanted again: twice)
         self._memo: dict[tuple[str, str | None, tuple[str, ...]], list[CallSite]] = {}
         self._lines: dict[str, list[str]] = {}
         self._conditions: dict[str, dict[tuple[int, int], dict[str, str]]] = {}
@@ -224,12 +239,13 @@ class UpstreamCalls:
         a pass over many files then holds one tree at a time."""
         if keep or path in self._trees:
             return self._tree(path)
-        return _parse(self._all_texts().get(path), path)
+        return self._parse(path)
 
     def keep(self, path: str, tree: ast.Module, lines: list[str]) -> None:
         """Keep a tree (and lines) got with ``keep=False`` after all: its caller found that
         a later pass will read that file again (each file is then parsed once)."""
-        self._trees.setdefault(path, tree)
+        if path not in self._trees:
+            self._store(path, tree)
         self._lines.setdefault(path, lines)
 
     def lines(self, path: str, keep: bool = True) -> list[str]:
@@ -271,9 +287,25 @@ class UpstreamCalls:
         return self._texts
 
     def _tree(self, path: str) -> ast.Module | None:
-        if path not in self._trees:
-            self._trees[path] = _parse(self._all_texts().get(path), path)
-        return self._trees[path]
+        if path in self._trees:
+            self._trees.move_to_end(path)
+            return self._trees[path]
+        tree = self._parse(path)
+        self._store(path, tree)
+        return tree
+
+    def _parse(self, path: str) -> ast.Module | None:
+        self.parses += 1
+        return _parse(self._all_texts().get(path), path)
+
+    def _store(self, path: str, tree: ast.Module | None) -> None:
+        """Keep ``tree`` as the most recently used; drop the least recently used trees
+        beyond the budget (the newest is kept whatever its size)."""
+        self._trees[path] = tree
+        self._kept += len(self._all_texts().get(path, b""))
+        while self._kept > self._budget and len(self._trees) > 1:
+            old, _ = self._trees.popitem(last=False)
+            self._kept -= len(self._all_texts().get(old, b""))
 
     def definers(self, name: str, resolver) -> set[tuple[str, str]] | None:
         """The (module, class) pairs whose body defines a method ``name`` in the new

@@ -14,7 +14,7 @@ knows nothing of the downstream or of couplings.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
@@ -36,6 +36,8 @@ from instep.impact.upstream.sources import is_test_path
 from instep.pyindex.cache import ContentCache, content_hash
 from instep.pyindex.model import SymbolKind, module_of
 from instep.pyindex.source_lines import SourceLines
+
+_LINE_FILES = 64  # how many changed files' decoded lines are kept (the latest asked for)
 
 
 @dataclass
@@ -73,7 +75,11 @@ class UpstreamSide:
         self.texts: dict[object, tuple[bytes | None, bytes | None]] = {}
         self.version_diff = None  # a release's diff_versions result
         self._full_symbols: ContentCache | None = None
-        self._line_memo: dict[object, tuple[SourceLines | None, SourceLines | None]] = {}
+        # the decoded lines of the latest changed files (their bytes are kept: decoding
+        # again costs little, keeping every file's text twice cost ~90 MiB per process)
+        self._line_memo: OrderedDict[object, tuple[SourceLines | None, SourceLines | None]] = (
+            OrderedDict()
+        )
         self._test_paths: list[str] | None = None
 
     def excluded(self, path: str) -> bool:
@@ -315,6 +321,15 @@ class UpstreamSide:
         self._full_symbols.put(key, idx)
         return idx
 
+    def new_bytes(self, path: str) -> bytes:
+        """A file of the new upstream: in a release, a changed file's bytes kept from the
+        diff (one copy in memory rather than a second read), else the snapshot's."""
+        if self.mode == "release":
+            kept = self.texts.get(path)
+            if kept is not None and kept[1] is not None:
+                return kept[1]
+        return self.new.read(path)
+
     def lines_of(
         self, u: UpstreamChange, c: SymbolChange
     ) -> tuple[SourceLines | None, SourceLines | None]:
@@ -327,12 +342,16 @@ class UpstreamSide:
         ``key`` is the path (release) or (unit id, path) (a history: one pair per commit).
         """
         memo = self._line_memo
-        if key not in memo:
+        if key in memo:
+            memo.move_to_end(key)
+        else:
             old_b, new_b = self.texts.get(key, (None, None))
             memo[key] = tuple(
                 SourceLines(b.decode("utf-8", "replace")) if b is not None else None
                 for b in (old_b, new_b)
             )
+            if len(memo) > _LINE_FILES:
+                memo.popitem(last=False)
         return memo[key]
 
     def test_paths(self) -> list[str]:
