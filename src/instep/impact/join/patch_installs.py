@@ -87,7 +87,8 @@ class SwitchValues:
             pat = re.compile(
                 rf"\.{n}\s*=(?!=)|setattr\([^)\n]*[\"']{n}[\"']|[\"']{n}[\"']\s*:".encode()
             )
-            self._written[name] = any(pat.search(t) for t in self.texts().values())
+            raw = name.encode()  # every match names it: a substring test first, cheaper
+            self._written[name] = any(raw in t and pat.search(t) for t in self.texts().values())
         return self._written[name]
 
     def value(self, node: ast.expr, path: str, scope: ast.AST, hops: int = 0) -> object:
@@ -409,9 +410,10 @@ class PatchInstalls:
         return self._called[name]
 
     def _calls_anywhere(self, name: str) -> bool:
-        needle = re.compile(rb"\b" + re.escape(name.encode()) + rb"\s*\(")
+        raw = name.encode()
+        needle = re.compile(rb"\b" + re.escape(raw) + rb"\s*\(")
         for path, text in self.texts().items():
-            tree = self.tree(path) if needle.search(text) else None
+            tree = self.tree(path) if raw in text and needle.search(text) else None
             if tree is None:
                 continue
             parents = self.parents(path)
@@ -454,10 +456,11 @@ class PatchInstalls:
         self._memo[key] = ""  # a cycle decides nothing
         if depth >= DEPTH:
             return ""
-        word = re.compile(rb"\b" + re.escape(name.encode()) + rb"\b")
+        raw = name.encode()
+        word = re.compile(rb"\b" + re.escape(raw) + rb"\b")
         whys: list[str] = []
         for p, text in self.texts().items():
-            if not word.search(text):
+            if raw not in text or not word.search(text):  # the substring test is cheaper
                 continue
             tree = self.tree(p)
             if p != path and tree is not None and _def_of(tree, name) is not None:
