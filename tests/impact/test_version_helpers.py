@@ -110,3 +110,28 @@ def test_remove_is_said_with_what_it_needs(doc):
     for d in doc["compat_debt"]:
         if "remove" in d["reason"] or "drop" in d["reason"]:
             assert "if the downstream supports no torch older than 2.13.0" in d["reason"]
+
+
+# A module whose defs the text filter of version_helpers must read as a walk does: a form
+# feed (a line break for str.splitlines, none for the parser) before them, a decorator
+# that reads the version, a non-ASCII def, and defs that never read it.
+FILTERED = (
+    "import torch\n\f\n"
+    "def plain(x):\n    return x + 1\n\n"
+    "@functools.lru_cache(torch.__version__ > '2')\ndef decorated():\n    return 1\n\n"
+    "def cann_version():\n    return '8.0'\n\n"
+    "def torch_214():\n    return torch.__version__ >= '2.14'\n\n"
+    "def caf\u00e9():\n    v = torch.__version__\n    return v\n\n"
+    "def late(x):\n    x = 1\n    return torch.__version__ if x else None\n"
+)
+
+
+def test_the_text_filter_of_version_helpers_agrees_with_the_walk():
+    import ast
+
+    from instep.impact.downstream.version_conditions import version_helpers
+
+    tree = ast.parse(FILTERED)
+    walked = version_helpers(tree)
+    assert version_helpers(tree, FILTERED) == walked
+    assert walked[1] == {"plain", "cann_version"}  # the others read it

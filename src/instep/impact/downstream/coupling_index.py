@@ -298,7 +298,7 @@ def _version_gates_of(
     """The file's version helpers, flags, refusals, gate spans and flag uses: its own
     helpers and flags, and placeholders for flags and helpers imported from other
     downstream modules (resolved at tree level, ``imported_flags``)."""
-    helpers = version_helpers(tree) if may_gate(source) else ({}, set())
+    helpers = version_helpers(tree, source) if may_gate(source) else ({}, set())
     flags, refusals = flags_and_refusals(tree, path, source, tuple(upstream_roots), helpers)
     imported = imported_flags.candidates(tree, exports, upstream_roots, flags, v.walk_statements)
     bound = imported_flags.downstream_bindings(exports, tuple(upstream_roots), flags)

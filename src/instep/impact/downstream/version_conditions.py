@@ -248,26 +248,43 @@ def _spec_of_expr(e: ast.AST, params: list[str], local, known) -> HelperSpec | N
     return None
 
 
-def version_helpers(tree: ast.Module) -> tuple[dict[str, HelperSpec], set[str]]:
+def version_helpers(
+    tree: ast.Module, source: str | None = None
+) -> tuple[dict[str, HelperSpec], set[str]]:
     """The module-level functions of ``tree`` read as torch version helpers (name ->
     spec), and those that never read the torch version (a CANN or driver version helper,
     whatever its name: no gate). A function in neither reads the torch version in a shape
-    not recognised here: its calls fall back to the name reading."""
+    not recognised here: its calls fall back to the name reading. With the module's
+    ``source``, a def whose ASCII text never says "version" is not walked: every name
+    :func:`is_current_version` accepts says it."""
     defs = [s for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
     specs: dict[str, HelperSpec] = {}
     for _ in range(2):  # a helper over another one defined after it
         for fn in defs:
             if fn.name not in specs and (spec := _spec_of(fn, specs)) is not None:
                 specs[fn.name] = spec
+    # lines as the parser counts them (str.splitlines also breaks at \f, \v, \x1c...)
+    lines = (
+        source.replace("\r\n", "\n").replace("\r", "\n").split("\n") if source is not None else None
+    )
     other = {
-        fn.name
-        for fn in defs
-        if fn.name not in specs
-        and not any(
-            isinstance(n, (ast.Name, ast.Attribute)) and is_current_version(n) for n in ast.walk(fn)
-        )
+        fn.name for fn in defs if fn.name not in specs and not _reads_current_version(fn, lines)
     }
     return specs, other
+
+
+def _reads_current_version(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[str] | None
+) -> bool:
+    """Does a name or attribute of ``fn`` (decorators included) read the torch version?"""
+    if lines is not None:
+        start = min([fn.lineno, *(d.lineno for d in fn.decorator_list)])
+        text = "\n".join(lines[start - 1 : fn.end_lineno])
+        if text.isascii() and "version" not in text.lower():
+            return False  # an identifier is written as it is named (ASCII: no NFKC folding)
+    return any(
+        isinstance(n, (ast.Name, ast.Attribute)) and is_current_version(n) for n in ast.walk(fn)
+    )
 
 
 class Conditions:
