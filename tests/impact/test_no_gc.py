@@ -5,10 +5,11 @@ analysis made; cycles among them are still collected by a full collection."""
 from __future__ import annotations
 
 import gc
+import weakref
 
 import pytest
 
-from instep.impact.no_gc import no_cyclic_gc
+from instep.impact.no_gc import collected_after, no_cyclic_gc
 
 
 class _Node:
@@ -55,3 +56,27 @@ def test_a_nested_block_and_objects_frozen_by_someone_else_are_left_alone(collec
         [{"n": [i]} for i in range(100)]
     assert gc.isenabled()
     assert gc.get_freeze_count() == frozen
+
+
+def test_cycles_made_in_a_collected_block_are_freed_when_it_ends() -> None:
+    with no_cyclic_gc():
+        old = weakref.ref(_Node())  # a cycle made before the block
+        with collected_after():
+            made = weakref.ref(_Node())  # reference counting alone never frees it
+            assert made() is not None
+        assert made() is None
+        assert old() is not None  # made before the block: frozen meanwhile, not walked
+        assert gc.get_freeze_count() == 0
+
+
+def test_a_collected_block_leaves_objects_frozen_by_others_alone() -> None:
+    with no_cyclic_gc():
+        gc.freeze()
+        try:
+            frozen = gc.get_freeze_count()
+            with collected_after():
+                made = weakref.ref(_Node())
+            assert made() is not None  # nothing collected: someone else's freeze stands
+            assert gc.get_freeze_count() == frozen
+        finally:
+            gc.unfreeze()

@@ -48,7 +48,7 @@ from instep.impact.model import (
     UnitKind,
     UpstreamChange,
 )
-from instep.impact.no_gc import no_cyclic_gc
+from instep.impact.no_gc import collected_after, no_cyclic_gc
 from instep.impact.report_memo import ReportMemo, report_key
 from instep.impact.request import ImpactRequest
 from instep.impact.upstream import sources, stages
@@ -210,9 +210,12 @@ class _Analysis:
         inputs, their couplings decided in registry order (``early``: the early passes'
         work started before the indexing). The units the passes add are appended to
         ``units``; the scope fields they fill are kept for the report."""
-        inputs = self.join_inputs(units, down)
-        book = CouplingBook(inputs)
-        ran = run_passes(PASSES, inputs, book, early)
+        with collected_after():  # the join's services are left in cycles: freed here
+            inputs = self.join_inputs(units, down)
+            book = CouplingBook(inputs)
+            ran = run_passes(PASSES, inputs, book, early)
+            couplings = book.couplings()
+            del inputs, book
         units.extend(ran.units)
         self.scope_fields = ran.scope
         self.stats.update(ran.stats)
@@ -231,7 +234,7 @@ class _Analysis:
                 self.stats["downstream_files"],
                 "/".join(self.roots),
             )
-        return book.couplings()
+        return couplings
 
     def _probes(self) -> ProbeOutcomes:
         """Source and extension probes decided on both upstream snapshots (memoised)."""

@@ -38,3 +38,28 @@ def no_cyclic_gc() -> Iterator[None]:
                 gc.freeze()
                 gc.unfreeze()
             gc.enable()
+
+
+@contextmanager
+def collected_after() -> Iterator[None]:
+    """Collect, when the block ends, the cyclic garbage made in it, walking only what was
+    made in it.
+
+    Under :func:`no_cyclic_gc` a cycle is never freed before the collector runs again: the
+    impact join leaves its services in cycles (a pass keeping its own bound methods in a
+    helper it holds: ``DroppedAttributes`` and ``SkippedInit``, ``PatchInstalls`` and
+    ``SwitchValues``), and through them the upstream index, the syntax trees and the texts
+    it read, about 1.2 million objects and 60 MiB still held when the report is written.
+    What exists before the block is frozen meanwhile (``gc.freeze``), so the collection
+    walks the block's objects only, then unfrozen. Not when something else froze objects:
+    then nothing is collected here.
+    """
+    if gc.get_freeze_count() != 0:
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.collect()
+        gc.unfreeze()
