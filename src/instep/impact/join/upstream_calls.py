@@ -1,15 +1,17 @@
 """Call sites of names in the *new* upstream, found on demand: its ``.py`` files read once,
-parsed once, and visited only where a name is mentioned.
+parsed when wanted, and visited only where a name is mentioned.
 
-:class:`UpstreamCalls` holds every ``.py`` file of the new upstream (``texts``), their
-syntax trees (``tree``, parsed once; ``keep=False`` for a pass over many files that holds
-one tree at a time) and lines, and answers :meth:`UpstreamCalls.sites`: each call
-``name(...)`` / ``x.name(...)`` as a :class:`CallSite` (its receiver as written, its call
-shape, the enclosing class and def, and a condition around it the backend never meets:
-``join/call_conditions.py``). A text filter comes first (``needle_lines``,
-``holds_needle``): a file, def or statement that does not name the callee is never
-visited. The breaking-path search (``join/breaking_path.py``), the hook-name pass and the
-fork-gap pass read it. Nothing here follows a call to its target or judges it.
+:class:`UpstreamCalls` holds every ``.py`` file of the new upstream (``texts``), the
+syntax trees of the latest files asked for (``tree``: within :data:`TREE_BUDGET` bytes of
+source, the least recently used dropped and parsed again if wanted; ``keep=False`` for a
+pass over many files that holds one tree at a time) and lines, and answers
+:meth:`UpstreamCalls.sites`: each call ``name(...)`` / ``x.name(...)`` as a
+:class:`CallSite` (its receiver as written, its call shape, the enclosing class and def,
+and a condition around it the backend never meets: ``join/call_conditions.py``). A text
+filter comes first (``needle_lines``, ``holds_needle``): a file, def or statement that
+does not name the callee is never visited. The breaking-path search
+(``join/breaking_path.py``), the hook-name pass and the fork-gap pass read it. Nothing
+here follows a call to its target or judges it.
 """
 
 from __future__ import annotations
