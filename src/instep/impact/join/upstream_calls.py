@@ -245,7 +245,7 @@ class UpstreamCalls:
 
     def keep(self, path: str, tree: ast.Module, lines: list[str]) -> None:
         """Keep a tree (and lines) got with ``keep=False`` after all: its caller found that
-        a later pass will read that file again (each file is then parsed once)."""
+        a later pass will read that file again (not parsed again while it is kept)."""
         if path not in self._trees:
             self._store(path, tree)
         self._lines.setdefault(path, lines)
