@@ -2,9 +2,10 @@
 
 ``assert c, msg`` <-> ``if not c: raise AssertionError(msg)`` (torch 2.14 rewrote 112
 functions so), ``typing.cast(T, x)`` -> ``x``, an ``if TYPE_CHECKING:`` block, a local's
-annotation, renamed locals, comments, docstrings and formatting: the body hash sees
-through them (``pyindex/neutral.py``), so the downstream place that calls the function
-gets no coupling. The same function with a reworded message, a changed constant or a
+annotation, renamed locals, an assertion's message (added, reworded, moved into ``raise
+AssertionError(...)``), comments, docstrings and formatting: the body hash sees through
+them (``pyindex/neutral.py``), so the downstream place that calls the function gets no
+coupling. The same function with a changed assertion condition, a changed constant or a
 renamed attribute stays a body change, Test.
 """
 
@@ -27,6 +28,11 @@ def check_size(sizes, limit):
 
 def reworded(sizes, limit):
     assert len(sizes) <= limit, "too many"
+    return sizes
+
+
+def condition(sizes, limit):
+    assert len(sizes) <= limit
     return sizes
 
 
@@ -61,6 +67,11 @@ def reworded(sizes, limit):
     return sizes
 
 
+def condition(sizes, limit):
+    assert len(sizes) < limit, "too many"
+    return sizes
+
+
 def constant(sizes):
     return len(sizes) + 2
 
@@ -70,11 +81,12 @@ def attribute(node):
 """
 
 DOWN = """\
-from torch._inductor.utils import attribute, check_size, constant, reworded
+from torch._inductor.utils import attribute, check_size, condition, constant, reworded
 
 
 def use(sizes, node):
-    return check_size(sizes, 4), reworded(sizes, 4), constant(sizes), attribute(node)
+    a, b, c = check_size(sizes, 4), reworded(sizes, 4), condition(sizes, 4)
+    return a, b, c, constant(sizes), attribute(node)
 """
 
 
@@ -95,11 +107,12 @@ def changed(tmp_path_factory) -> dict[str, tuple[str, str]]:
     return out
 
 
-def test_a_neutral_rewrite_couples_to_nothing(changed):
-    assert "check_size" not in changed
+@pytest.mark.parametrize("name", ["check_size", "reworded"])
+def test_a_neutral_rewrite_couples_to_nothing(changed, name):
+    assert name not in changed
 
 
-@pytest.mark.parametrize("name", ["reworded", "constant", "attribute"])
+@pytest.mark.parametrize("name", ["condition", "constant", "attribute"])
 def test_a_real_change_stays_test(changed, name):
     assert changed[name] == ("use.behaviour", "Test")
 
@@ -120,6 +133,21 @@ def _hash(src: str, name: str = "f") -> str:
         ("def f(x):\n    y = x\n    return y\n", "def f(x):\n    z = x\n    return z\n"),
         ("def f(x):\n    return [i for i in x]\n", "def f(x):\n    return [j for j in x]\n"),
         ("def f(x):\n    return x\n", "def f(x):\n    y: int\n    return x\n"),
+        # `not in` and `is not` are the negations of `in` and `is`
+        (
+            "def f(a, b):\n    assert a in b\n",
+            "def f(a, b):\n    if a not in b:\n        raise AssertionError(f'{a}')\n",
+        ),
+        (
+            "def f(a):\n    assert a is not None\n",
+            "def f(a):\n    if a is None:\n        raise AssertionError\n",
+        ),
+        # an assertion's message is read only when it fails
+        ("def f(c):\n    assert c\n", "def f(c):\n    assert c, 'm'\n"),
+        (
+            "def f(c, n):\n    assert c, f'{n}'\n",
+            "def f(c, n):\n    if not c:\n        raise AssertionError(f'got {n}')\n",
+        ),
     ],
 )
 def test_the_hash_sees_through(a, b):
@@ -139,10 +167,20 @@ def test_the_hash_sees_through(a, b):
         ),
         # two locals swapped in use
         ("def f(a, b):\n    return a - b\n", "def f(a, b):\n    return b - a\n"),
-        # an assert with another message, or an else branch
+        # an assert with another condition, or an else branch
         (
-            "def f(c):\n    assert c, 'a'\n",
-            "def f(c):\n    if not c:\n        raise AssertionError('b')\n",
+            "def f(c, d):\n    assert c, 'a'\n",
+            "def f(c, d):\n    if not d:\n        raise AssertionError('a')\n",
+        ),
+        ("def f(c):\n    assert c, 'a'\n", "def f(c):\n    assert not c, 'a'\n"),
+        # `!=` is not `not ==`: a class may define `__ne__` on its own
+        (
+            "def f(a, b):\n    assert a == b\n",
+            "def f(a, b):\n    if a != b:\n        raise AssertionError\n",
+        ),
+        (
+            "def f(a, b):\n    assert a in b\n",
+            "def f(a, b):\n    if a in b:\n        raise AssertionError\n",
         ),
         ("def f(c):\n    assert c\n", "def f(c):\n    if not c:\n        raise ValueError\n"),
         # a class body's annotation is a field (dataclasses read it)
@@ -156,3 +194,8 @@ def test_a_class_annotation_still_counts() -> None:
     a = index_text("m.py", "class C:\n    x: int\n").symbols["C"].body_hash
     b = index_text("m.py", "class C:\n    pass\n").symbols["C"].body_hash
     assert a != b
+
+
+def test_the_message_s_calls_are_still_collected() -> None:
+    sym = index_text("m.py", "def f(c):\n    assert c, describe(c)\n").symbols["f"]
+    assert "describe" in sym.calls

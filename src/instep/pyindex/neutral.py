@@ -7,7 +7,13 @@ then asked to test it. These rewrites are no behaviour change, so they hash alik
 * ``if not c: raise AssertionError(msg)`` is ``assert c, msg`` (and ``if c: raise
   AssertionError`` is ``assert not c``): torch 2.14 rewrote 112 functions this way, the
   same check with the same message (what ``python -O`` strips differs; nobody runs
-  PyTorch under ``-O``);
+  PyTorch under ``-O``); ``if a not in b: raise AssertionError`` is ``assert a in b``
+  (``is not`` too, not ``!=``: a class may define ``__ne__`` apart from ``__eq__``);
+* an assertion's message is not read: ``assert c`` -> ``assert c, "msg"``, ``assert c, m1``
+  -> ``if not c: raise AssertionError(m2)`` change nothing for an assertion that holds
+  (the message is only evaluated when it fails), so only the condition is hashed; a
+  changed condition is a change. The calls the message makes are still collected (the
+  call graph does not shrink);
 * ``typing.cast(T, x)`` (or ``cast(T, x)``, two positional arguments) is ``x``: ``cast``
   returns its argument;
 * ``if TYPE_CHECKING:`` never runs: only its ``else`` counts (``typing.TYPE_CHECKING`` too);
@@ -20,7 +26,7 @@ then asked to test it. These rewrites are no behaviour change, so they hash alik
   the parameters of lambdas are left as written (renaming them is a body change).
 
 Comments, docstrings and formatting never reached the hash (the AST has none of them).
-What it does not do: a reworded message, a reordered statement, a changed constant, a
+What it does not do: a reordered statement, a changed constant, a
 renamed attribute (``self.x``) or keyword argument are changes. Nothing here reads files
 or imports the code it normalises.
 """
@@ -90,12 +96,30 @@ def as_assert(node: ast.If) -> ast.Assert | None:
     is_raise, msg = _assertion_raise(node.body[0])
     if not is_raise:
         return None
-    test = node.test
+    return ast.Assert(test=negated(node.test), msg=msg)
+
+
+_OPPOSITE = {ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot, ast.IsNot: ast.Is}
+
+
+def negated(test: ast.expr) -> ast.expr:
+    """``c`` for ``not c``; ``a in b`` for ``a not in b`` (and ``is``/``is not``: Python
+    defines each as the other's negation, unlike ``==``/``!=``, which a class may define
+    apart); ``not c`` otherwise."""
     if test.__class__ is ast.UnaryOp and test.op.__class__ is ast.Not:  # type: ignore[attr-defined]
-        cond = test.operand  # type: ignore[attr-defined]
-    else:
-        cond = ast.UnaryOp(op=ast.Not(), operand=test)
-    return ast.Assert(test=cond, msg=msg)
+        return test.operand  # type: ignore[attr-defined]
+    if test.__class__ is ast.Compare and len(test.ops) == 1:  # type: ignore[attr-defined]
+        opposite = _OPPOSITE.get(test.ops[0].__class__)  # type: ignore[attr-defined]
+        if opposite is not None:
+            return ast.Compare(left=test.left, ops=[opposite()], comparators=test.comparators)  # type: ignore[attr-defined]
+    return ast.UnaryOp(op=ast.Not(), operand=test)
+
+
+def assert_without_message(node: ast.Assert, calls: list[ast.expr] | None) -> ast.Assert:
+    """``assert c`` for ``assert c, msg``; the calls of ``msg`` go to ``calls``."""
+    if calls is not None:
+        calls.extend(x.func for x in ast.walk(node.msg) if x.__class__ is ast.Call)  # type: ignore[arg-type, attr-defined]
+    return ast.Assert(test=node.test, msg=None)
 
 
 def local_annotation(node: ast.AnnAssign) -> ast.stmt | None:

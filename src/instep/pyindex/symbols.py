@@ -41,6 +41,7 @@ from instep.pyindex.model import Registration, Symbol, SymbolKind, module_of
 from instep.pyindex.neutral import (
     Names,
     as_assert,
+    assert_without_message,
     cast_value,
     is_stub_body,
     is_type_checking,
@@ -218,7 +219,8 @@ def _serialise(
     the token stream determines the tree. Name, lists, None, Attribute and Constant, the
     most common values, take a fast path (in about that order of frequency); other nodes'
     fields are read by one ``attrgetter`` call. The rewrites of ``pyindex.neutral`` are
-    seen through (``typing.cast``, ``if not c: raise AssertionError``, ``TYPE_CHECKING``);
+    seen through (``typing.cast``, ``if not c: raise AssertionError``, an assertion's
+    message, ``TYPE_CHECKING``);
     ``names`` (a function body's) collects the names for its alpha-renaming, and marks
     the nodes as a function's (its locals' annotations never run).
     """
@@ -230,7 +232,7 @@ def _serialise(
     shapes = _SHAPES
     lengths = _LENGTHS
     Name, Constant, Attribute, Call, AST = ast.Name, ast.Constant, ast.Attribute, ast.Call, ast.AST
-    If, AnnAssign, stmt = ast.If, ast.AnnAssign, ast.stmt
+    If, AnnAssign, Assert, stmt = ast.If, ast.AnnAssign, ast.Assert, ast.stmt
     in_function = names is not None
     while stack:
         n = pop()
@@ -269,6 +271,8 @@ def _serialise(
                 check = as_assert(n)
                 if check is not None:
                     n, cls = check, ast.Assert  # if not c: raise AssertionError(m)
+            if cls is Assert and n.msg is not None:
+                n = assert_without_message(n, calls)  # a passing assert never reads it
             elif cls is AnnAssign and in_function:
                 n = local_annotation(n)  # type: ignore[assignment]
                 if n is None:
