@@ -188,3 +188,79 @@ def test_a_call_of_the_annotated_class_is_a_use(rows):
     # rebuilds() calls GraphModule: the import line answers for the member it never names
     (c,) = rows[("GraphModule.recompile", "torch_npu/passes.py")]
     assert (c["rule"], c["action"]) == ("use.behaviour", "Test")
+
+
+FN_V1 = """\
+class Function:
+    @classmethod
+    def apply(cls, *args):
+        return cls.forward(*args)
+"""
+
+FN_V2 = FN_V1.replace("return cls.forward(*args)", "return cls.forward(*args, **{})")
+
+# ``apply`` is named in this file (``runs``), so a place that answers for the whole file
+# would take the annotations below for uses of ``Function.apply``
+FN_DOWN = """\
+from typing import Optional
+
+import torch
+
+
+def factory(
+    name: str,
+    base: Optional[torch.autograd.Function] = None,
+    other: "torch.autograd.Function | None" = None,
+) -> type[torch.autograd.Function]:
+    return base
+
+
+class Holder:
+    def make(
+        self,
+        fn: torch.autograd.Function | None,
+    ) -> type[torch.autograd.Function]:
+        return fn
+
+
+def runs(x):
+    return torch.autograd.Function.apply(x)
+
+
+def names_it(
+    fn: type[torch.autograd.Function],
+):
+    return fn.apply(1)
+"""
+
+
+@pytest.fixture(scope="module")
+def fn_rows(tmp_path_factory):
+    doc = impact_of_commit(
+        tmp_path_factory.mktemp("annotations"),
+        {
+            "torch/__init__.py": "",
+            "torch/autograd/__init__.py": "from torch.autograd.function import Function\n",
+            "torch/autograd/function.py": FN_V1,
+        },
+        {"torch/autograd/function.py": FN_V2},
+        "[autograd] apply passes kwargs (#10)",
+        {"torch_npu/factories.py": FN_DOWN},
+    )
+    return {
+        (c["owner"], c["downstream"]): c["action"]
+        for unit in doc["units"]
+        for c in unit["couplings"]
+        if c["upstream"].endswith("::Function.apply")
+    }
+
+
+def test_a_def_s_annotations_on_any_line_are_no_use(fn_rows):
+    # parameters and returns, on the def line or a continuation line, subscripted,
+    # Optional, `X | None`, strings: the def's own place, which never names `apply`
+    assert not [k for k in fn_rows if k[0] in (None, "factory", "Holder", "Holder.make")]
+
+
+def test_a_def_that_names_the_member_stays_a_use(fn_rows):
+    assert fn_rows[("runs", "torch_npu/factories.py:23")] == "Test"
+    assert fn_rows[("names_it", "torch_npu/factories.py:27")] == "Test"  # `fn: type[...]`

@@ -31,6 +31,10 @@ class Definitions(RegistrationSites, PatchHelpers):
         self.visit_list(node.args.defaults)
         self.visit_list(d for d in node.args.kw_defaults if d is not None)
         typed: dict[str, str] = {}  # parameter -> the upstream class it is annotated with
+        # the annotations are the def's place (its lines, its own members named), though
+        # Python evaluates them in the enclosing scope (where their names are resolved):
+        # the module or class around it would answer with every member its file names
+        self.owner_stack.append(node.name)
         for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs):
             if a.annotation is not None:
                 self.type_position(a.annotation)
@@ -40,6 +44,7 @@ class Definitions(RegistrationSites, PatchHelpers):
                     typed[a.arg] = cls  # type: ignore[assignment]
         if node.returns is not None:
             self.type_position(node.returns)
+        self.owner_stack.pop()
         outer_q = ".".join(self.owner_stack)
         qual = f"{outer_q}.{node.name}" if outer_q else node.name
         local = Local(LocalKind.DEF, qual)
