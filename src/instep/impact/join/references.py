@@ -43,6 +43,17 @@ def exposed_member(member: str, c: SymbolChange) -> bool:
     return member in call_paths.CONSTRUCTION or not member.startswith("_")
 
 
+_CLASS_LEVEL = frozenset({"classmethod", "staticmethod"})
+
+
+def class_level(c: SymbolChange) -> bool:
+    """The changed member is a classmethod or staticmethod on every side that has it."""
+    sides = [s for s in (c.old, c.new) if s is not None]
+    return bool(sides) and all(
+        s.kind is SymbolKind.METHOD and _CLASS_LEVEL.intersection(s.decorators) for s in sides
+    )
+
+
 class ReferencePass(JoinPass):
     """import_use, subclass_override, inherited_path, monkeypatch, registration, config
     and c_shim couplings: the downstream references matched to the changes."""
@@ -162,11 +173,17 @@ class ReferencePass(JoinPass):
         inputs = self.inputs
         overridden = inputs.overrides.overridden
         touched = self.touched(r) if r.type_only else None
+        # the place only calls the class (``C(...)``, never passes it on or reads it): a
+        # construction runs __new__/__init__/__post_init__, never a classmethod or
+        # staticmethod (``C.create``), which only the class object reaches
+        constructs_only = r.kind is CouplingKind.IMPORT_USE and bool(r.call_shapes)
         for amod, aqual in inputs.resolver.ancestors(module, qual):
             for i, c in inputs.changes.by_class.get(f"{amod}.{aqual}", []):
                 member = c.qualname.rsplit(".", 1)[-1]
                 if touched is not None and member not in touched:
                     continue  # named in a type position only, and the place never names it
+                if constructs_only and class_level(c):
+                    continue  # a construction calls no classmethod
                 if r.kind is CouplingKind.SUBCLASS_OVERRIDE and r.detail.startswith("subclass"):
                     if owner_cls and (owner_cls, member) in overridden:
                         continue  # the override reference couples directly
