@@ -87,6 +87,42 @@ def patch_local():
 
 def before(v):
     return torch.__version__ < v
+
+
+def patch_elif(flag):
+    if flag:
+        return None
+    elif not vu.newer("2.9"):
+        return ir.Conditional
+
+
+def patch_and(flag):
+    if not newer("2.9") and flag:
+        return ir.Conditional
+
+
+def patch_assigned():
+    new = vu.newer("2.9")
+    if not new:
+        return ir.Conditional
+
+
+def patch_or(flag):
+    if not newer("2.9") or flag:
+        return ir.Conditional
+
+
+def patch_not_and(flag):
+    if not (newer("2.9") and flag):
+        return ir.Conditional
+
+
+def patch_rebound(flag):
+    new = newer("2.9")
+    if flag:
+        new = False
+    if not new:
+        return ir.Conditional
 """
 
 
@@ -110,6 +146,20 @@ def doc(tmp_path_factory):
 @pytest.mark.parametrize("owner", ["patch_ancient", "patch_through_another_helper", "patch_local"])
 def test_code_under_a_neutrally_named_helper_false_on_both_torches_is_dead(doc, owner):
     assert _by_owner(doc)[owner] == ("adapted.old_branch", "Check")
+
+
+@pytest.mark.parametrize("owner", ["patch_elif", "patch_and", "patch_assigned"])
+def test_an_imported_helper_gates_elif_a_conjunction_and_a_local_bound_to_it(doc, owner):
+    # `elif not newer("2.9")`, `not newer("2.9") and flag`, `new = newer("2.9")` … `if not
+    # new`: the body needs torch < 2.9, false on both torches
+    assert _by_owner(doc)[owner] == ("adapted.old_branch", "Check")
+
+
+@pytest.mark.parametrize("owner", ["patch_or", "patch_not_and", "patch_rebound"])
+def test_a_test_the_helper_does_not_decide_gates_nothing(doc, owner):
+    # `... or flag` and `not (newer(...) and flag)` run whenever flag says so; a local
+    # bound twice may hold something else
+    assert _by_owner(doc)[owner][1] == "Shim"
 
 
 def test_a_helper_in_another_module_gates_with_the_range_its_body_compares(doc):

@@ -12,7 +12,9 @@ and re-gates the file's references inside it. A name the other module does not s
 version check gates nothing. Nothing here reads a version or decides a gate.
 
 The same two steps for a version helper defined in another downstream module: ``if
-newer("2.10"):`` / ``if not vu.newer("2.10"):`` on an imported name is recorded with an
+newer("2.10"):`` / ``elif not vu.newer("2.10"):`` on an imported name, a def's local
+name bound once to such a call (``new = newer("2.10")`` … ``if new:``), or a conjunction
+with other tests (``if newer("2.10") and x:``, the body only) is recorded with an
 :class:`ImportedHelper` placeholder (:func:`helper_candidates`); the tree index reads the
 helper's definition (``version_conditions.version_helpers`` of the defining module,
 whatever the helper's name) and makes the span a ``version_compare`` gate, drops it where
@@ -90,40 +92,140 @@ def downstream_bindings(
 
 def helper_candidates(
     bound: Mapping[str, str], statements: Iterable[ast.AST]
-) -> dict[int, tuple[ImportedHelper, ImportedHelper]]:
-    """``if f(<version>):`` / ``if not m.f(<version>):`` where ``f`` / ``m`` is imported
-    from a downstream module (``bound``, :func:`downstream_bindings`): ``id`` of the
-    ``if`` -> placeholders for its body and for its ``else`` / the code after an early
-    exit."""
-    out: dict[int, tuple[ImportedHelper, ImportedHelper]] = {}
+) -> dict[int, tuple[ImportedHelper, ImportedHelper | None]]:
+    """``if``/``elif`` tests calling a version helper imported from a downstream module
+    (``bound``, :func:`downstream_bindings`): ``id`` of the ``if`` -> placeholders for its
+    body and for its ``else`` / the code after an early exit. The test is ``f(<version>)``
+    or ``not m.f(<version>)``, a local name a def binds once to such a call (``new =
+    f("2.10")`` … ``if not new:``), or a conjunction with one of them among other tests
+    (``if f("2.10") and x:``): then the helper is necessary for the body, not sufficient,
+    and the other side is None (not gated)."""
+    out: dict[int, tuple[ImportedHelper, ImportedHelper | None]] = {}
     if not bound:
         return out
+    statements = list(statements)
+    aliases = _helper_aliases(bound, statements)
     for node in statements:
         if type(node) is not ast.If:
             continue
+        local = aliases.get(id(node), {})
         test, neg = node.test, False
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             test, neg = test.operand, True
-        if not isinstance(test, ast.Call):
+        partial = False
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) and not neg:
+            found = next(
+                (h for h in (_helper_test(v, bound, local) for v in test.values) if h), None
+            )
+            partial = True
+        else:
+            found = _helper_test(test, bound, local)
+        if found is None:
             continue
-        name = flag_name(test.func)
-        if name is None:
-            continue
-        head, _, rest = name.partition(".")
-        target = bound.get(head)
-        if target is None:
-            continue
-        args, kwargs = call_versions(test)
-        if not any(args) and not any(v for _, v in kwargs):
-            continue
-        named = Conditions()._helper_call(test)  # the name reading, for no definition
+        call, neg_call, dotted = found
+        neg = neg != neg_call
+        args, kwargs = call_versions(call)
+        named = Conditions()._helper_call(call)  # the name reading, for no definition
         body = negate(named) if named is not None and neg else named
         other = negate(body) if body is not None else None
-        dotted = f"{target}.{rest}" if rest else target
         out[id(node)] = (
             ImportedHelper(dotted, args, kwargs, neg, body),
-            ImportedHelper(dotted, args, kwargs, not neg, other),
+            None if partial else ImportedHelper(dotted, args, kwargs, not neg, other),
         )
+    return out
+
+
+def _helper_test(
+    test: ast.expr, bound: Mapping[str, str], local: Mapping[str, ast.expr]
+) -> tuple[ast.Call, bool, str] | None:
+    """(the call, whether negated, the helper's dotted name) of ``f(<version>)``, ``not
+    m.f(<version>)`` or a local name bound to one; None for any other test."""
+    neg = False
+    for _ in range(3):
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test, neg = test.operand, not neg
+        elif isinstance(test, ast.Name) and test.id in local:
+            test = local[test.id]
+        else:
+            break
+    if not isinstance(test, ast.Call):
+        return None
+    name = flag_name(test.func)
+    if name is None:
+        return None
+    head, _, rest = name.partition(".")
+    target = bound.get(head)
+    if target is None:
+        return None
+    args, kwargs = call_versions(test)
+    if not any(args) and not any(v for _, v in kwargs):
+        return None
+    return test, neg, f"{target}.{rest}" if rest else target
+
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_SCOPES = (*_DEFS, ast.ClassDef, ast.Lambda)
+
+
+def _helper_aliases(
+    bound: Mapping[str, str], statements: list[ast.AST]
+) -> dict[int, dict[str, ast.expr]]:
+    """``id`` of an ``if`` -> the local names of its def bound once, and only, to a helper
+    call (``new = f("2.10")`` or ``not f(...)``): no parameter, no ``global``, no other
+    binding anywhere in the def (a loop, a ``with``, a second assignment, an import)."""
+    assigned = [
+        n
+        for n in statements
+        if type(n) is ast.Assign
+        and len(n.targets) == 1
+        and type(n.targets[0]) is ast.Name
+        and _helper_test(n.value, bound, {}) is not None
+    ]
+    if not assigned:
+        return {}
+    lines = {n.lineno for n in assigned}
+    ids = {id(n) for n in assigned}
+    out: dict[int, dict[str, ast.expr]] = {}
+    for fn in statements:
+        if not isinstance(fn, _DEFS) or not any(
+            fn.lineno <= x <= (fn.end_lineno or fn.lineno) for x in lines
+        ):
+            continue
+        stores: dict[str, int] = {}
+        values: dict[str, ast.expr] = {}
+        ifs: list[ast.If] = []
+        args = fn.args
+        for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg):
+            if a is not None:
+                stores[a.arg] = 2
+        stack: list[ast.AST] = list(fn.body)
+        while stack:
+            n = stack.pop()
+            t = type(n)
+            if t is ast.Name and type(n.ctx) is not ast.Load:  # type: ignore[attr-defined]
+                stores[n.id] = stores.get(n.id, 0) + 1  # type: ignore[attr-defined]
+                continue
+            if t in (ast.Global, ast.Nonlocal):
+                for name in n.names:  # type: ignore[attr-defined]
+                    stores[name] = 2
+            elif t in (ast.Import, ast.ImportFrom):
+                for alias in n.names:  # type: ignore[attr-defined]
+                    stores[(alias.asname or alias.name).split(".")[0]] = 2
+            elif t is ast.ExceptHandler and n.name:  # type: ignore[attr-defined]
+                stores[n.name] = 2  # type: ignore[attr-defined]
+            elif t is ast.If:
+                ifs.append(n)  # type: ignore[arg-type]
+            elif t is ast.Assign and id(n) in ids:
+                values[n.targets[0].id] = n.value  # type: ignore[attr-defined]
+            if isinstance(n, _SCOPES):
+                if not isinstance(n, ast.Lambda):
+                    stores[n.name] = 2  # type: ignore[attr-defined]
+                continue  # its own names are its own
+            stack.extend(ast.iter_child_nodes(n))
+        local = {k: v for k, v in values.items() if stores.get(k) == 1}
+        if local:
+            for n in ifs:
+                out[id(n)] = local
     return out
 
 

@@ -234,7 +234,8 @@ def _placeholder_if_gates(
 ) -> None:
     """``if helper(X):`` on a helper imported from another downstream module: the body,
     the ``else`` branch and the code after an early exit, with placeholder predicates the
-    tree index turns into version ranges (or drops)."""
+    tree index turns into version ranges (or drops). No other side (``if helper(X) and
+    y:``): the body only, its gate ``partial`` (the helper necessary, not sufficient)."""
     text = ast.unparse(stmt.test)
     text = text if len(text) <= 200 else text[:197] + "..."
     body, other = placeholders
@@ -242,8 +243,10 @@ def _placeholder_if_gates(
     def gate(cond: str, p: object, note: str = "") -> VersionGate:
         return _gate(path, stmt.lineno, cond, "version_compare", None, note=note, predicate=p)
 
-    spans.append(GateSpan(gate(text, body), stmt.body[0].lineno, _block_end(stmt.body)))
-    _other_way_spans(stmt, rest, text, other, gate, spans)
+    note = "partial" if other is None else ""
+    spans.append(GateSpan(gate(text, body, note), stmt.body[0].lineno, _block_end(stmt.body)))
+    if other is not None:
+        _other_way_spans(stmt, rest, text, other, gate, spans)
 
 
 def _version_if_gates(
