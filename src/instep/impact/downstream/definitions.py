@@ -23,17 +23,13 @@ from instep.pyindex.unparse import unparse
 
 class Definitions(RegistrationSites, PatchHelpers):
     # defs and classes
-    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        for dec in node.decorator_list:
-            if isinstance(dec, ast.Call):
-                self.decorator_calls.add(id(dec))
-        self.visit_list(node.decorator_list)
-        self.visit_list(node.args.defaults)
-        self.visit_list(d for d in node.args.kw_defaults if d is not None)
-        typed: dict[str, str] = {}  # parameter -> the upstream class it is annotated with
-        # the annotations are the def's place (its lines, its own members named), though
-        # Python evaluates them in the enclosing scope (where their names are resolved):
-        # the module or class around it would answer with every member its file names
+    def _annotations(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, str]:
+        """Visit a def's parameter and return annotations; parameter -> the upstream
+        class it is annotated with. They are the def's place (its lines, the members it
+        names), though Python evaluates them in the enclosing scope (where their names
+        are resolved): the module or class around it would answer with every member its
+        file names."""
+        typed: dict[str, str] = {}
         self.owner_stack.append(node.name)
         for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs):
             if a.annotation is not None:
@@ -45,6 +41,16 @@ class Definitions(RegistrationSites, PatchHelpers):
         if node.returns is not None:
             self.type_position(node.returns)
         self.owner_stack.pop()
+        return typed
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        for dec in node.decorator_list:
+            if isinstance(dec, ast.Call):
+                self.decorator_calls.add(id(dec))
+        self.visit_list(node.decorator_list)
+        self.visit_list(node.args.defaults)
+        self.visit_list(d for d in node.args.kw_defaults if d is not None)
+        typed = self._annotations(node)
         outer_q = ".".join(self.owner_stack)
         qual = f"{outer_q}.{node.name}" if outer_q else node.name
         local = Local(LocalKind.DEF, qual)
