@@ -354,6 +354,8 @@ class _Analysis:
                 upstream=name,
             )
             impact.tests = tests
+            gaps = suggester.untested(u, couplings.get(i, []))
+            impact.untested = {ref: str(why) for ref, why in gaps.items()}
             impacts.append(impact)
         self.timings["test_suggestions"] = round(spent, 3)
         self.stats["op_routes_left_out"] = len(suggester.left_out)

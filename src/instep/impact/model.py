@@ -286,6 +286,10 @@ class Impact:
     # the suggested tests with their rules and the symbols each exercises (suggested_tests
     # holds their distinct ``test`` strings, at most 20)
     tests: list[SuggestedTest] = field(default_factory=list)
+    # the changed symbols its Test or Shim couplings reach that get no operator or stage
+    # test, with why (test_suggestions.NoTest's value): for the reports for people, the
+    # JSON does not carry it (a new field is a new schema version)
+    untested: dict[str, str] = field(default_factory=dict)
 
     @property
     def coupling_kinds(self) -> list[str]:

@@ -27,6 +27,7 @@ from instep.impact.export.labels import (
     YES_NO,
     kind_label,
     lang_of,
+    no_test_text,
     tests_note_text,
 )
 from instep.impact.export.scope_text import no_shim_text, scope_lines
@@ -137,8 +138,14 @@ def render_html(report: ImpactReport, all_units: bool = False) -> str:
         return markupsafe.Markup("; ").join(parts)
 
     totals = {k: sum(c[k] for c in sec.counts.values()) for k in ("units", "couplings", "places")}
+
+    def no_test(place) -> str:
+        """Why a Test place lists no test of its own to run (empty: it lists one)."""
+        return no_test_text(sec.no_test.get(place.place, ()), lang)
+
     return template.render(
         commands=commands,
+        no_test=no_test,
         totals=totals,
         lang=lang,
         h=HEADINGS[lang],

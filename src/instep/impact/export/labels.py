@@ -103,6 +103,14 @@ SECTIONS = {
         "no_tests_up": "the upstream source carries no test files (a wheel ships none).",
         "no_tests_down": "the downstream source carries no test files (a wheel ships none).",
         "no_tests_match": "no test file names or imports what they change.",
+        "no_test_eager": "its operators run eagerly on the backend",
+        "no_test_branch": "its operators reach it only on a branch the backend never takes",
+        "no_test_no_opinfo": "no OpInfo reaches this change",
+        "no_test_broad": "too many operators reach it to pick one",
+        "no_test_no_route": "no operator or built-in case reaches this change",
+        "no_test_no_index": "the new upstream's OpInfos were not read",
+        "no_test_wheel": "no upstream test files (a wheel ships none):"
+        " `instep run --upstream-tests`",
         "tests_howto": "To get suggestions, give `--downstream` a checkout (a source tree or"
         " `repo@rev`) for the downstream's own tests, and `--upstream-old`/`--upstream-new`"
         " source trees (or `--upstream-git` with `--range`) for upstream tests; or let"
@@ -148,6 +156,12 @@ def tests_note_text(note, lang: str) -> str:
     ]
     text = t["tests_note"].format(without=note.without, needing=note.test_units, why=why)
     return f"{text} {t['tests_howto']}" if up or down else text
+
+
+def no_test_text(reasons: tuple[str, ...], lang: str) -> str:
+    """Why a Test place lists no test to run, in a few words (``sections.no_test_reasons``)."""
+    t = SECTIONS[lang_of(lang)]
+    return "; ".join(t[f"no_test_{r}"] for r in reasons)
 
 
 def lang_of(lang: str) -> str:

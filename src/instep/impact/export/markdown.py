@@ -12,6 +12,7 @@ from instep.impact.export.labels import (
     YES_NO,
     kind_label,
     lang_of,
+    no_test_text,
     tests_note_text,
 )
 from instep.impact.export.scope_text import no_shim_text, scope_lines
@@ -189,12 +190,15 @@ def _test_these(sec: sections.Sections, t: dict, lang: str) -> list[str]:
                 + (f"; {t['sinks']}" if p.sinks else "")
             )
             tests = _commands(p.tests, t)
+            none = t["none"]
+            if p.place in sec.no_test:  # say why it has no test of its own
+                none = f"{none}: {no_test_text(sec.no_test[p.place], lang)}"
             if p.other_tests:
                 other = t["other_tests"].format(n=len({x.test for x in p.other_tests}))
-                tests = f"{tests}; {other}" if tests else f"{t['none']} ({other})"
+                tests = f"{tests}; {other}" if tests else f"{none} ({other})"
             lines.append(
                 f"| {i} | {p.priority:g} | `{_cell(p.place)}` {p.at} | {_cell(why)} | "
-                f"{len(p.units)} | {_cell(tests) or t['none']} |"
+                f"{len(p.units)} | {_cell(tests or none)} |"
             )
         if any(p.tests or p.other_tests for p in sec.test_these):
             lines += ["", t["tests_run_all"]]

@@ -9,7 +9,7 @@ nothing. JSON and CSV do not use it: they keep every unit.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from instep.impact.export.labels import kind_label
 from instep.impact.export.priority import TestPlace, rank_test_places
@@ -89,6 +89,8 @@ class Sections:
     adapted: list[AdaptedGate]
     by_stage: list[StageRow]
     tests_note: TestsNote | None
+    # place -> why a listed Test place has no test of its own to run (``no_test_reasons``)
+    no_test: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def _upstream_at(change) -> str:
@@ -224,8 +226,22 @@ def tests_note(report: ImpactReport) -> TestsNote | None:
     )
 
 
+def no_test_reasons(place: TestPlace, upstream_tests: int | None) -> tuple[str, ...]:
+    """Why ``place`` lists no test of its own to run (none for its strongest coupling's
+    symbol, none tied to no symbol): the suggester's reason for that symbol
+    (``test_suggestions.NoTest``'s value), then ``wheel`` when the upstream carried no
+    test files (``upstream_tests`` 0: a wheel). Empty when it lists one."""
+    if place.tests:
+        return ()
+    top = place.top
+    why = top.unit.untested.get(top.coupling.upstream)
+    reasons = (why,) if why else ()
+    return (*reasons, "wheel") if upstream_tests == 0 else reasons
+
+
 def build(report: ImpactReport, top: int = TOP_TEST_PLACES) -> Sections:
     places = rank_test_places(report.units)
+    upstream_tests = report.stats.get("upstream_tests")
     return Sections(
         refusals=list(report.refusals),
         act_now=act_now(report),
@@ -236,6 +252,7 @@ def build(report: ImpactReport, top: int = TOP_TEST_PLACES) -> Sections:
         adapted=adapted_gates(report),
         by_stage=by_stage(report),
         tests_note=tests_note(report),
+        no_test={p.place: why for p in places[:top] if (why := no_test_reasons(p, upstream_tests))},
     )
 
 

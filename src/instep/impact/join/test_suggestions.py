@@ -51,7 +51,7 @@ from instep.impact.model import (
 from instep.impact.upstream.op_reach import OpReach, OpRoute
 from instep.impact.upstream.op_schemas import is_schema_file
 from instep.impact.upstream.opinfo_index import OpInfoIndex
-from instep.pyindex.model import SymbolKind, module_of
+from instep.pyindex.model import SymbolKind, Vocab, module_of
 from instep.pyindex.registrations import role_of
 from instep.pyindex.symbols import index_text
 from instep.pyindex.test_imports import imported_names
@@ -142,6 +142,18 @@ def touched_test_functions(path: str, old: bytes | None, new: bytes | None) -> l
     return out
 
 
+class NoTest(Vocab):
+    """Why a changed symbol that a Test or Shim coupling reaches gets no operator or stage
+    test (:meth:`TestSuggester.why_none`), for a reader of a row without a command."""
+
+    EAGER = "eager"  # every operator reaching it runs eagerly on the backend (a fallback)
+    BRANCH = "branch"  # its operators reach it only under a branch the backend never takes
+    NO_OPINFO = "no_opinfo"  # operators reach it, and none has an OpInfo
+    BROAD = "broad"  # so many operators reach it that none tests it in particular
+    NO_ROUTE = "no_route"  # no operator and no compile stage's built-in case reaches it
+    NO_INDEX = "no_index"  # the new upstream's OpInfos were not read
+
+
 @dataclass(frozen=True)
 class DownstreamOps:
     """What the downstream does with ATen operators (packet names), from its op
@@ -193,6 +205,7 @@ class TestSuggester:
         self.conditions = conditions  # routes that never reach their change on the backend
         self.left_out: dict[str, str] = {}  # route text -> why it never runs on the backend
         self._memo: dict[str, list[SuggestedTest]] = {}
+        self._why: dict[str, NoTest] = {}  # symbol -> why it has no test (for_change empty)
         self._reached: set[str] = set()  # symbols some operator's route reaches
 
     def for_unit(
@@ -204,9 +217,7 @@ class TestSuggester:
         """The unit's tests: per changed symbol a Test or Shim coupling reaches, the
         operator and stage tests (one record per test and symbol, each with its own
         evidence); then ``upstream_tests``; then the downstream's own (for the unit)."""
-        live = [
-            c for c in couplings if c.action in (Action.TEST, Action.SHIM) and not c.already_adapted
-        ]
+        live = _live(couplings)
         changes = {c.ref: c for c in unit.changes}
         out: dict[tuple[str, tuple[str, ...]], SuggestedTest] = {}
         for ref in dict.fromkeys(c.upstream for c in live):
@@ -229,6 +240,18 @@ class TestSuggester:
                 out.setdefault((test.test, test.symbols), test)
         return list(out.values())
 
+    def untested(self, unit: UpstreamChange, couplings: list[Coupling]) -> dict[str, NoTest]:
+        """The changed symbols a Test or Shim coupling of ``unit`` reaches that get no
+        operator or stage test, with why (:meth:`why_none`)."""
+        changes = {c.ref: c for c in unit.changes}
+        out: dict[str, NoTest] = {}
+        for ref in dict.fromkeys(c.upstream for c in _live(couplings)):
+            change = changes.get(ref)
+            why = self.why_none(change) if change is not None else None
+            if why is not None:
+                out[ref] = why
+        return out
+
     def for_change(self, change: SymbolChange) -> list[SuggestedTest]:
         """The operator or stage tests of one changed upstream symbol (memoised)."""
         ref = change.ref
@@ -236,11 +259,20 @@ class TestSuggester:
             self._memo[ref] = self._operator_tests(change) or self._stage_case(change)
         return self._memo[ref]
 
+    def why_none(self, change: SymbolChange) -> NoTest | None:
+        """Why :meth:`for_change` gives ``change`` no test; None when it gives one."""
+        if self.for_change(change):
+            return None
+        return self._why.get(change.ref, NoTest.NO_ROUTE)
+
     def _operator_tests(self, change: SymbolChange) -> list[SuggestedTest]:
+        ref = change.ref
         if self.opinfos is None:
+            self._why[ref] = NoTest.NO_INDEX
             return []
         if is_schema_file(change.path):
             op = change.qualname.removeprefix("aten::").split(".")[0]
+            self._why[ref] = NoTest.NO_OPINFO
             return self._opinfo_tests(
                 change,
                 [(op, "op.schema", f"the schema of {change.qualname} changed")],
@@ -253,28 +285,42 @@ class TestSuggester:
             return []
         reach = self.reach.reach(change.path, change.qualname)
         if reach.broad:
+            self._why[ref] = NoTest.BROAD
             return []
         if reach.routes:
-            self._reached.add(change.ref)  # some operator reaches it: no stage case
-        return self._opinfo_tests(change, self._routes_that_run(reach.routes))
+            self._reached.add(ref)  # some operator reaches it: no stage case
+        skipped: dict[NoTest, int] = {}
+        tests = self._opinfo_tests(change, self._routes_that_run(reach.routes, skipped))
+        if not tests and reach.routes:
+            # the routes that run have no OpInfo (counted as NO_OPINFO), or none runs
+            order = (NoTest.NO_OPINFO, NoTest.EAGER, NoTest.BRANCH)
+            self._why[ref] = next((k for k in order if skipped.get(k)), NoTest.NO_ROUTE)
+        return tests
 
-    def _routes_that_run(self, routes: Iterable[OpRoute]) -> Iterator[tuple[str, str, str]]:
+    def _routes_that_run(
+        self, routes: Iterable[OpRoute], skipped: dict[NoTest, int] | None = None
+    ) -> Iterator[tuple[str, str, str]]:
         """(operator, rule, evidence) of the routes that may run the change on the
         backend, nearest first; read one at a time, as far as the tests need them. Left
-        out: an operator the backend runs eagerly, and a route with a call only under a
-        branch it never takes there (``route_conditions``)."""
+        out (counted in ``skipped`` by why): an operator the backend runs eagerly, and a
+        route with a call only under a branch it never takes there (``route_conditions``);
+        a route given out counts as ``NO_OPINFO`` until an OpInfo of it is found."""
+        skipped = {} if skipped is None else skipped
         for route in sorted(routes, key=self._nearest):
             if not route.op.startswith("aten."):
                 continue
             op = route.op.split(".")[1]
             if route.depth and op in self.ops.fallback:
+                skipped[NoTest.EAGER] = skipped.get(NoTest.EAGER, 0) + 1
                 continue  # the backend runs it eagerly: upstream's route never runs there
             text = _route_text(route)
             if route.depth and self.conditions is not None:
                 why_not = self.conditions.unmet(route)
                 if why_not is not None:
                     self.left_out[text] = why_not
+                    skipped[NoTest.BRANCH] = skipped.get(NoTest.BRANCH, 0) + 1
                     continue
+            skipped[NoTest.NO_OPINFO] = skipped.get(NoTest.NO_OPINFO, 0) + 1  # until one has
             yield op, "op.registered" if route.depth == 0 else "op.reaches", text
 
     def _nearest(self, route: OpRoute) -> tuple:
@@ -324,6 +370,13 @@ class TestSuggester:
                 )
                 return [test]
         return []
+
+
+def _live(couplings: list[Coupling]) -> list[Coupling]:
+    """The couplings that ask for a test: Test or Shim, not already adapted."""
+    return [
+        c for c in couplings if c.action in (Action.TEST, Action.SHIM) and not c.already_adapted
+    ]
 
 
 def unique_tests(tests: Iterable[SuggestedTest], limit: int = MAX_TESTS) -> list[str]:
