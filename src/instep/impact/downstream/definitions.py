@@ -174,5 +174,6 @@ class Definitions(RegistrationSites, PatchHelpers):
                 line_snippet(self.lines, node.lineno),
                 tuple(bases),
                 methods,
+                end_line=node.end_lineno or node.lineno,
             )
         )

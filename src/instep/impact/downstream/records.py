@@ -177,6 +177,7 @@ class DownstreamClass:
     bases: tuple[str, ...]
     methods: tuple[str, ...]  # qualnames of the defs directly in its body
     upstream_direct: bool = False  # some base is upstream (references already emitted)
+    end_line: int = 0  # its last line (0: not known)
 
 
 @dataclass(frozen=True)

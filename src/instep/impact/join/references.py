@@ -207,14 +207,17 @@ class ReferencePass(JoinPass):
                     )
 
     def touched(self, r: Reference) -> frozenset[str]:
-        """The member names a place names (``.name``, ``"name"``): its def's lines, or the
-        file's for a module-level or class-level place and an import line."""
+        """The member names a place names (``.name``, ``"name"``): its def's or class's
+        lines, or the file's for a module-level place and an import line. A class's lines
+        hold its methods: a field annotated ``x: C`` is used as ``self.x.member`` there, and
+        a name elsewhere in the file is not this place's (a dataclass field's annotation
+        with ``x.member`` only in a module-level def reaches no member)."""
         spans = self.spans
         if spans is None:
             spans = self.spans = {
-                (f.path, fn.qualname): (fn.line, fn.end_line)
+                (f.path, d.qualname): (d.line, d.end_line)
                 for f in self.inputs.down.files.values()
-                for fn in f.functions
+                for d in (*f.functions, *(c for c in f.classes if c.end_line))
             }
         span = spans.get((r.path, r.owner or ""))
         if span is None:
