@@ -10,7 +10,10 @@ member its file names. A field whose default calls or passes the class
 Tuning rows: torch-npu 2.13.0 and 2.14.0, ``dynamo/{npugraph_ex,torchair}/
 _acl_concrete_graph/graph_pass.py``: ``InplaceableNpuOp.extra_check: Callable[[torch.fx
 .Node], bool]`` answered for ``Node.format_node``, named only in a module-level
-``print(n.format_node())``.
+``print(n.format_node())``. A member named only in a comment or a string that is no
+identifier (a docstring of debug code) is not named: 2.13.0's local annotation
+``storage_to_nodes: dict[StorageWeakRef, set[torch.fx.Node]]`` in a def whose
+``n.format_node()`` is in a docstring (npugraph_ex) or a comment (torchair).
 """
 
 from __future__ import annotations
@@ -54,6 +57,26 @@ class InplaceableNpuOp:
 def dump(gm):
     for n in gm.graph.nodes:
         print(n.format_node())
+"""
+
+# torch_npu 2.13.0's reinplace_with_multi_stream_check, shortened: a local annotation,
+# and format_node only in a string of debug code (npugraph_ex) and a comment (torchair)
+DEBUG_TEXT = """\
+from collections import defaultdict
+
+import torch
+
+
+def reinplace_with_multi_stream_check(gm, *sample_args):
+    \"\"\"
+    Useful debug printing
+    for n in gm.graph.nodes:
+        print(n.format_node())
+    \"\"\"
+    # for n in gm.graph.nodes:
+    # print(n.format_node())
+    storage_to_nodes: dict[int, set[torch.fx.Node]] = defaultdict(set)
+    return storage_to_nodes
 """
 
 FIELDS_USED = """\
@@ -102,6 +125,7 @@ def rows(tmp_path_factory):
             "torch_npu/graph_pass.py": GRAPH_PASS,
             "torch_npu/fields.py": FIELDS_USED,
             "torch_npu/built.py": FIELD_BUILT,
+            "torch_npu/reinplace.py": DEBUG_TEXT,
         },
     )
     return {
@@ -114,6 +138,10 @@ def rows(tmp_path_factory):
 
 def test_a_field_annotation_reaches_no_member_named_elsewhere(rows):
     assert not [k for k in rows if k[1] == "torch_npu/graph_pass.py"]
+
+
+def test_a_member_named_in_a_comment_or_a_docstring_is_not_named(rows):
+    assert not [k for k in rows if k[1] == "torch_npu/reinplace.py"]
 
 
 def test_a_field_used_in_a_method_or_built_by_its_default_stays_a_use(rows):

@@ -14,7 +14,9 @@ coupling kind build on it (``imports``, ``definitions``, ``monkeypatches``,
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -43,6 +45,33 @@ SNIPPET_CHARS = 160
 # a name after a dot, or a quoted identifier (getattr(obj, "name")): how a file (or a def)
 # can name a member of an upstream class it uses
 ATTRIBUTE_NAMES = re.compile(r"(?<=[.\"'])\s*([A-Za-z_]\w*)")
+
+
+def code_member_names(text: str) -> frozenset[str]:
+    """The member names a piece of code names, as ``ATTRIBUTE_NAMES`` but read from its
+    tokens: a name after a dot, a string that is one identifier (``getattr(obj,
+    "name")``), and what an f-string names; a comment or any other string (a docstring,
+    a message, code kept in a string) names nothing. Text that does not tokenize is read
+    with the pattern."""
+    out: set[str] = set()
+    after_dot = False
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.NAME and after_dot:
+                out.add(tok.string)
+            elif tok.type == tokenize.STRING:
+                body = tok.string.lstrip("rbuRBU")
+                if body[:1] in "fF":
+                    out.update(ATTRIBUTE_NAMES.findall(body))
+                else:
+                    inner = body.strip("\"'")
+                    if inner.isidentifier():
+                        out.add(inner)
+            if tok.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT):
+                after_dot = tok.type == tokenize.OP and tok.string == "."
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return frozenset(ATTRIBUTE_NAMES.findall(text))
+    return frozenset(out)
 
 
 def line_snippet(lines: list[str], line: int) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from instep.impact.downstream.scope import ATTRIBUTE_NAMES
+from instep.impact.downstream.scope import code_member_names
 from instep.impact.join.fact_names import Fact
 from instep.impact.join.facts import (
     assignment_facts,
@@ -227,7 +227,7 @@ class ReferencePass(JoinPass):
         except (OSError, KeyError):
             return self.inputs.names_in(r.path)
         lines = text.splitlines()[span[0] - 1 : span[1]]
-        return frozenset(ATTRIBUTE_NAMES.findall("\n".join(lines)))
+        return code_member_names("\n".join(lines) + "\n")
 
     def _inherited(
         self, i: int, c: SymbolChange, r: Reference, member: str, aqual: str, owner_cls
