@@ -13,7 +13,9 @@ _acl_concrete_graph/graph_pass.py``: ``InplaceableNpuOp.extra_check: Callable[[t
 ``print(n.format_node())``. A member named only in a comment or a string that is no
 identifier (a docstring of debug code) is not named: 2.13.0's local annotation
 ``storage_to_nodes: dict[StorageWeakRef, set[torch.fx.Node]]`` in a def whose
-``n.format_node()`` is in a docstring (npugraph_ex) or a comment (torchair).
+``n.format_node()`` is in a docstring (npugraph_ex) or a comment (torchair). The same
+holds for the file's names that judge a used class's other members
+(``use.member_unnamed``): the def above passes ``torch.fx.Node`` to ``tree_map_only``.
 """
 
 from __future__ import annotations
@@ -79,6 +81,17 @@ def reinplace_with_multi_stream_check(gm, *sample_args):
     return storage_to_nodes
 """
 
+# a file that builds a Node and names format_node only in a comment
+COMMENT_ONLY = """\
+import torch
+
+
+def make(graph):
+    # print(node.format_node()) to see it
+    node = torch.fx.Node(graph, "a")
+    return node
+"""
+
 FIELDS_USED = """\
 from dataclasses import dataclass
 
@@ -126,6 +139,7 @@ def rows(tmp_path_factory):
             "torch_npu/fields.py": FIELDS_USED,
             "torch_npu/built.py": FIELD_BUILT,
             "torch_npu/reinplace.py": DEBUG_TEXT,
+            "torch_npu/comment_only.py": COMMENT_ONLY,
         },
     )
     return {
@@ -142,6 +156,12 @@ def test_a_field_annotation_reaches_no_member_named_elsewhere(rows):
 
 def test_a_member_named_in_a_comment_or_a_docstring_is_not_named(rows):
     assert not [k for k in rows if k[1] == "torch_npu/reinplace.py"]
+
+
+def test_a_file_that_names_the_member_only_in_a_comment_reaches_it_only_for_check(rows):
+    # the construction uses Node; whether the file names format_node is read from its
+    # code (an unnamed member of a used class is Check: use.member_unnamed)
+    assert rows[("make", "torch_npu/comment_only.py")] == "Check"
 
 
 def test_a_field_used_in_a_method_or_built_by_its_default_stays_a_use(rows):

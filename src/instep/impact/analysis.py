@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from instep.impact.downstream import coupling_index, version_gates, version_refusals
-from instep.impact.downstream.scope import ATTRIBUTE_NAMES
+from instep.impact.downstream.scope import code_member_names
 from instep.impact.join.coupling_book import CouplingBook
 from instep.impact.join.pass_api import JoinInputs, PassSources, Snapshots
 from instep.impact.join.pass_runner import Started, run_passes, start_early
@@ -250,14 +250,15 @@ class _Analysis:
         return self._probe_outcomes
 
     def _names_in(self, path: str) -> frozenset[str]:
-        """Attribute names and quoted identifiers of a downstream file (read on demand)."""
+        """Attribute names and quoted identifiers of a downstream file's code, not its
+        comments and docstrings (read on demand)."""
         memo = self._names_memo
         if path not in memo:
             try:
                 text = self._read_down(path).decode("utf-8", "replace")
             except (OSError, KeyError):
                 text = ""
-            memo[path] = frozenset(ATTRIBUTE_NAMES.findall(text))
+            memo[path] = code_member_names(text)
         return memo[path]
 
     def _read_down(self, path: str) -> bytes:
