@@ -227,10 +227,13 @@ def body_hash(source: str) -> str:
 
 def similarity(a: Fingerprint, b: Fingerprint) -> float:
     """Dice coefficient of the two gram sets (1.0 = same code modulo names/format)."""
-    if not a.grams or not b.grams:
+    return _dice(a.grams, b.grams)
+
+
+def _dice(a: frozenset[int], b: frozenset[int]) -> float:
+    if not a or not b:
         return 0.0
-    inter = len(a.grams & b.grams)
-    return 2.0 * inter / (len(a.grams) + len(b.grams))
+    return 2.0 * len(a & b) / (len(a) + len(b))
 
 
 def lines_fingerprint(text: str) -> LinesFingerprint:
@@ -295,8 +298,9 @@ def _best_fork(
     thin = 0 <= fp.substance < MIN_SUBSTANCE  # then only a same-name match counts
     if thin and name.startswith("__"):
         return None
+    grams = fp.gram_set()  # not kept on the downstream record (its gram_set says why)
     hits: Counter[int] = Counter()
-    for g in fp.grams:
+    for g in grams:
         cands = inverted.get(g)
         if cands:
             hits.update(cands)
@@ -305,7 +309,7 @@ def _best_fork(
     best: tuple[float, int, int] | None = None  # (sim, same-name, -idx)
     for idx, _ in hits.most_common(8):
         usym, _, ufp = prints[idx]
-        sim = similarity(fp, ufp)
+        sim = _dice(grams, ufp.grams)
         same = usym.qualname.rsplit(".", 1)[-1] == name
         if sim < (threshold * SAME_NAME_FACTOR if same else threshold) or (thin and not same):
             continue
@@ -316,7 +320,7 @@ def _best_fork(
         return None
     usym, version, _ = prints[-best[2]]
     # when both versions match equally, prefer 'old' (the copy predates the change)
-    sims = {prints[j][1]: similarity(fp, prints[j][2]) for j in by_symbol[id(usym)]}
+    sims = {prints[j][1]: _dice(grams, prints[j][2].grams) for j in by_symbol[id(usym)]}
     if sims.get("old", -1) >= sims.get("new", -1):
         version = "old" if "old" in sims else version
     sim = max(sims.values())
