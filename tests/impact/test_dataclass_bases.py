@@ -8,6 +8,7 @@ synthesised ``__init__`` with ``inspect.signature`` of the class that ``importli
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import importlib
 import inspect
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from instep.impact.no_gc import no_cyclic_gc
 from instep.impact.upstream import dataclass_bases
 from instep.pyindex.dataclass_init import SnapshotDataclasses
 from instep.pyindex.symbols import index_text
@@ -387,3 +389,25 @@ def test_the_new_side_takes_unchanged_files_from_the_old_side():
     ]
     assert found[0].change.detail == "signature: (self, x, y=0) -> (self, x, z, y=0)"
     assert new.reads == ["pkg/base.py"]  # sub.py and __init__.py: the old side's bytes
+
+
+def test_what_the_sides_read_is_freed_with_the_cyclic_collector_paused():
+    """The analysis runs with the cyclic collector paused (impact/no_gc.py): a side's
+    class tables hold its bound ``index``, so the sides, their bytes and indexes stayed
+    alive to the end of the run (issue #32) unless released."""
+    sub = (
+        "from dataclasses import dataclass\nfrom pkg.base import Base\n\n"
+        "@dataclass\nclass Sub(Base):\n    y: int = 0\n"
+    )
+    base = "from dataclasses import dataclass\n\n@dataclass\nclass Base:\n    x: int\n"
+    old = _MemorySnapshot({"pkg/__init__.py": "", "pkg/base.py": base, "pkg/sub.py": sub})
+    new = _MemorySnapshot(
+        {"pkg/__init__.py": "", "pkg/base.py": base + "    z: int\n", "pkg/sub.py": sub}
+    )
+    with no_cyclic_gc():
+        found = dataclass_bases.changes({"pkg/base.py"}, old, new)
+        deps = dataclass_bases.dependants(new, None, 1)
+        alive = [o for o in gc.get_objects() if isinstance(o, dataclass_bases._Side)]
+    assert [x.change.qualname for x in found] == ["Sub.__init__"]
+    assert deps == {"pkg/sub.py": frozenset({"pkg/base.py"})}
+    assert alive == []

@@ -282,6 +282,10 @@ class IndexedFile(Protocol):
 MAX_HOPS = 6  # re-exports followed from an import to the class it names
 
 
+def _nothing(path: str) -> None:
+    return None
+
+
 class SnapshotDataclasses:
     """The synthesised ``__init__`` of dataclasses whose bases lie in other files of one
     snapshot (one version of a tree), found after every file was indexed on its own.
@@ -299,6 +303,12 @@ class SnapshotDataclasses:
         self.module_paths = {module_of(p): p for p in paths if p.endswith(".py")}
         self._load = load
         self._tables: dict[str, _Classes | None] = {}
+
+    def close(self) -> None:
+        """Drop the tables and the loader: each table holds this object's bound method
+        (a cycle), which a caller that pauses the cyclic collector would keep alive."""
+        self._tables.clear()
+        self._load = _nothing
 
     def table(self, path: str) -> _Classes | None:
         if path not in self._tables:
