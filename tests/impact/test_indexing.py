@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from instep.impact.model import ChangeKind, Stage
+from instep.impact.upstream import release_diff
 from instep.impact.upstream.release_diff import diff_versions, index_many, symbol_cache
 from instep.impact.upstream.symbol_diff import diff_files
 from instep.pyindex.symbols import index_source
@@ -145,3 +146,34 @@ def test_default_jobs_follow_the_cpus_this_process_may_use():
         check=True,
     ).stdout
     assert out.strip() == "1"
+
+
+def test_a_generator_of_pairs_is_read_as_the_pool_takes_them(tmp_path):
+    """At most IN_FLIGHT files per worker are read ahead of the results (issue #32: a
+    release's 73 MiB of texts were all in the parent, and every worker forked from it)."""
+    pairs = _release(12)
+    read = 0
+    ahead: list[int] = []
+
+    def lazily():
+        nonlocal read
+        for pair in pairs:
+            read += 1
+            yield pair
+
+    done = 0
+    for _ in release_diff._stream(_echo, ((str(k), (k,)) for k, _ in enumerate(lazily())), 2):
+        done += 1
+        ahead.append(read - done)
+    assert done == len(pairs) and max(ahead) <= release_diff.IN_FLIGHT * 2
+    # the same changes as a list, and an index made again from ``reread``, not kept bytes
+    by_path = {p: (o, n) for p, o, n in pairs}
+    streamed = diff_versions(lazily(), jobs=2, reread=by_path.__getitem__)
+    assert streamed.changes == diff_versions(pairs, jobs=2).changes
+    assert (
+        streamed.sources == {} and "Kernel1.run" in streamed.index("torch/_inductor/m1.py").symbols
+    )
+
+
+def _echo(k: int) -> int:
+    return k

@@ -19,6 +19,7 @@ from instep.impact.upstream.sources import (
     diff_snapshots,
     sha256_digest,
 )
+from instep.impact.upstream.sources import wheel as wheel_module
 
 
 @pytest.fixture
@@ -158,6 +159,48 @@ def test_a_wheel_member_is_decompressed_once(tmp_path):
         # a forked child opens a handle of its own but keeps what was read before
         snap._pid = -1
         assert snap.read("pkg/a.py") == b"A = 1\n" and opened == ["pkg/a.py", "pkg/b.py"]
+
+
+def test_a_wheel_keeps_only_the_latest_members_it_read(tmp_path, monkeypatch):
+    """The memo holds the latest READ_BUDGET bytes (issue #32: every member a release read
+    was kept, 120+ MiB in every process); one read again is decompressed again."""
+    monkeypatch.setattr(wheel_module, "READ_BUDGET", 30)
+    files = {f"pkg/m{k}.py": f"V{k} = {k}\n".encode() * 2 for k in range(5)}  # 14 bytes each
+    with WheelSnapshot(_wheel(tmp_path / "p.whl", files)) as snap:
+        opened: list[str] = []
+        original = snap._zip.read
+        snap._zip.read = lambda info: opened.append(info.filename) or original(info)  # type: ignore[method-assign]
+        assert [snap.read(p) for p in files] == list(files.values())
+        assert list(snap._read) == ["pkg/m3.py", "pkg/m4.py"] and snap._read_bytes == 28
+        assert snap.read("pkg/m4.py") == files["pkg/m4.py"]  # kept: not opened again
+        assert snap.read("pkg/m0.py") == files["pkg/m0.py"]  # dropped: opened again
+        assert opened == [*files, "pkg/m0.py"]
+        assert list(snap._read) == ["pkg/m4.py", "pkg/m0.py"]
+
+
+def test_a_lazy_diff_holds_no_bytes_and_reads_them_when_asked(tmp_path, warnings_logged):
+    old = _wheel(
+        tmp_path / "old.whl",
+        {"pkg/changed.py": b"v = 1\n", "pkg/gone.py": b"g = 1\n", "pkg/bin.py": b"b = 1\n"},
+    )
+    new = _wheel(
+        tmp_path / "new.whl",
+        {"pkg/changed.py": b"v = 2\n", "pkg/added.py": b"a = 1\n", "pkg/bin.py": b"\x00\x01"},
+    )
+    old_snap, new_snap = WheelSnapshot(old), WheelSnapshot(new)
+    changes = diff_snapshots(old_snap, new_snap, lazy=True, keep=lambda p: p != "pkg/gone.py")
+    assert [(c.path, c.status, c.has_old, c.has_new) for c in changes] == [
+        ("pkg/added.py", "added", False, True),
+        ("pkg/changed.py", "modified", True, True),
+    ]
+    assert "pkg/bin.py" in warnings_logged.text and "binary" in warnings_logged.text
+    # nothing was decompressed whole (the binary test reads a member's head), none is held
+    assert not old_snap._read and not new_snap._read
+    assert not any(isinstance(v, bytes) for c in changes for v in vars(c).values())
+    assert (changes[1].old, changes[1].new) == (b"v = 1\n", b"v = 2\n")
+    assert (changes[0].old, changes[0].new) == (None, b"a = 1\n")
+    read_now = diff_snapshots(old_snap, new_snap, keep=lambda p: p != "pkg/gone.py")
+    assert [(c.path, c.old, c.new) for c in changes] == [(c.path, c.old, c.new) for c in read_now]
 
 
 def test_wheel_without_record_hashes_members(tmp_path):

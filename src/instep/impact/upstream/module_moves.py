@@ -71,7 +71,7 @@ class NewSide:
     def __init__(self, files: Iterable[FileChange], index_of: IndexOf = index_of_bytes) -> None:
         self.by_module: dict[str, FileIndex] = {}
         for f in files:
-            if f.new is not None and f.path.endswith(".py"):
+            if f.has_new and f.path.endswith(".py"):
                 index = index_of(f, "new")
                 if index is not None:
                     self.by_module[module_of(f.path)] = index
@@ -130,11 +130,11 @@ def gone_names(
     new_side = new_side if new_side is not None else NewSide(files, index_of)
     out: list[SymbolChange] = []
     for f in files:
-        if f.old is None:
+        if not f.has_old:
             continue
         if f.old_path and f.old_path != f.path:
             old_path, renamed_to = f.old_path, f.path
-        elif f.new is None:
+        elif not f.has_new:
             old_path, renamed_to = f.path, None
         else:
             out.extend(_dropped_reexports(f, stage_of, where, new_side, index_of))

@@ -14,12 +14,13 @@ cache traffic is parallel too. This module does not decide what a change means.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import multiprocessing
 import os
 import sys
-from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, as_completed, wait
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 
 CACHE_NAMESPACE = f"symbols-v{FORMAT_VERSION}"
 INLINE_BELOW = 4  # fewer items than this are indexed in-process (a pool costs more)
+IN_FLIGHT = 3  # tasks per worker submitted ahead of the results (diff_versions)
 
 
 def symbol_cache(root: Path | None) -> ContentCache:
@@ -153,6 +155,8 @@ class VersionDiff:
     cache: ContentCache | None = None
     loaded: dict[tuple[str, str], FileIndex] = field(default_factory=dict, repr=False)
     sources: dict[str, tuple[bytes | None, bytes | None]] = field(default_factory=dict, repr=False)
+    # path -> (old bytes, new bytes) read again, for a caller that keeps no sources
+    reread: Callable[[str], tuple[bytes | None, bytes | None]] | None = None
 
     @property
     def paths(self) -> list[str]:
@@ -168,7 +172,8 @@ class VersionDiff:
             return None
         index = self.cache.get(key) if self.cache is not None else None
         if not isinstance(index, FileIndex):  # evicted or no cache: index again
-            data = self.sources.get(path, (None, None))[0 if side == "old" else 1]
+            sides = self.reread(path) if self.reread else self.sources.get(path, (None, None))
+            data = sides[0 if side == "old" else 1]
             index = _slim(index_source(path, data)) if data is not None else None
         if index is not None:
             self.loaded[(path, side)] = index
@@ -226,6 +231,7 @@ def diff_versions(
     cache: ContentCache | None = None,
     jobs: int | None = None,
     ship_new: bool = False,
+    reread: Callable[[str], tuple[bytes | None, bytes | None]] | None = None,
 ) -> VersionDiff:
     """Index and diff ``(path, old bytes | None, new bytes | None)`` triples.
 
@@ -233,39 +239,71 @@ def diff_versions(
     across the files of the batch; ``stage_of`` defaults to the shipped stage table.
     With a cache, a file pair seen before costs one small read. ``ship_new``: workers
     send the new indexes back (for callers that will read most of them anyway). The
-    cyclic collector is paused meanwhile (impact/no_gc.py).
+    cyclic collector is paused meanwhile (impact/no_gc.py). ``pairs`` is read as the
+    pool takes the files (a generator that reads each file's bytes holds only those in
+    flight); ``reread`` (path -> old and new bytes) gives them again when an index must be
+    made again, and then no bytes are kept here.
     """
     stage_of = stage_of or StageMap()
-    todo = []
+    keys: dict[str, tuple[str | None, str | None]] = {}
     sources: dict[str, tuple[bytes | None, bytes | None]] = {}
-    for path, old, new in pairs:
-        if old == new:
-            continue
-        keys = (
-            index_key(path, old) if old is not None else None,
-            index_key(path, new) if new is not None else None,
-        )
-        todo.append((path, old, new, stage_of(path), keys, cache, ship_new))
-        sources[path] = (old, new)
-    results: list = [None] * len(todo)
-    misses = []
-    for i, args in enumerate(todo):  # warm: answered here, no pool started
-        hit = cache.get(diff_key(args[4][0], args[4][1], args[3])) if cache is not None else None
-        if isinstance(hit, FileDiff):
-            results[i] = (hit, None, None)
-        else:
-            misses.append(i)
-    for i, res in zip(misses, _run(_pair_task, [todo[i] for i in misses], jobs), strict=True):
-        results[i] = res
+    results: dict[str, tuple] = {}
+
+    def misses():
+        for path, old, new in pairs:
+            if old == new:
+                continue
+            both = keys[path] = (
+                index_key(path, old) if old is not None else None,
+                index_key(path, new) if new is not None else None,
+            )
+            if reread is None:
+                sources[path] = (old, new)
+            stage = stage_of(path)
+            hit = cache.get(diff_key(*both, stage)) if cache is not None else None
+            if isinstance(hit, FileDiff):  # warm: answered here, no pool started
+                results[path] = (hit, None, None)
+            else:
+                yield path, (path, old, new, stage, both, cache, ship_new)
+
+    for path, res in _stream(_pair_task, misses(), jobs):
+        results[path] = res
     result = VersionDiff(
-        join([r[0] for r in results]),
-        keys={args[0]: args[4] for args in todo},
+        join([results[path][0] for path in keys]),
+        keys=keys,
         cache=cache,
         sources=sources,
+        reread=reread,
     )
-    for args, (_, old_index, new_index) in zip(todo, results, strict=True):
+    for path in keys:
+        _, old_index, new_index = results[path]
         if old_index is not None:
-            result.loaded[(args[0], "old")] = old_index
+            result.loaded[(path, "old")] = old_index
         if new_index is not None:
-            result.loaded[(args[0], "new")] = new_index
+            result.loaded[(path, "new")] = new_index
     return result
+
+
+def _stream(
+    task: Callable, items: Iterator[tuple[str, tuple]], jobs: int | None
+) -> Iterator[tuple[str, object]]:
+    """``(name, task(*args))`` for every ``(name, args)`` of ``items``, in a pool when
+    worth it, as they end. At most :data:`IN_FLIGHT` tasks per worker are taken from
+    ``items`` ahead of the workers: what their arguments hold (a file's bytes) is only
+    ever in memory for those, and the pool forks before most of it is read."""
+    jobs = default_jobs() if jobs is None else max(1, jobs)
+    first = list(itertools.islice(items, INLINE_BELOW))
+    if jobs == 1 or len(first) < INLINE_BELOW:
+        for name, args in itertools.chain(first, items):
+            yield name, task(*args)
+        return
+    with _pool(jobs) as pool:
+        pending: dict = {}
+        for name, args in itertools.chain(first, items):
+            pending[pool.submit(task, *args)] = name
+            if len(pending) >= IN_FLIGHT * jobs:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    yield pending.pop(future), future.result()
+        for future in as_completed(pending):
+            yield pending[future], future.result()

@@ -81,6 +81,7 @@ class UpstreamSide:
             OrderedDict()
         )
         self._test_paths: list[str] | None = None
+        self._changed: dict[str, sources.FileChange] = {}  # a release's, by path
 
     def excluded(self, path: str) -> bool:
         """Paths left out of the symbol diff: ``--exclude`` globs, and upstream tests
@@ -95,9 +96,10 @@ class UpstreamSide:
             self.old = sources.open_snapshot(req.upstream_old, cache_dir)
             self.new = sources.open_snapshot(req.upstream_new, cache_dir)
             self.labels = {"old": req.upstream_old, "new": req.upstream_new}
-            files = [
-                f for f in sources.diff_snapshots(self.old, self.new) if not self.excluded(f.path)
-            ]
+            # the changes hold no bytes: each is read when the diff, or a pass, asks
+            files = sources.diff_snapshots(
+                self.old, self.new, keep=lambda p: not self.excluded(p), lazy=True
+            )
             return [_RawUnit(f.path, f.path, "file", [f]) for f in files]
         if self.mode == "patches":
             self.old = sources.open_snapshot(req.upstream_old, cache_dir)
@@ -137,25 +139,31 @@ class UpstreamSide:
 
     def diff(self, raw: list[_RawUnit]) -> list[UpstreamChange]:
         """The units with their symbol changes (units without any left out)."""
-        pairs = [(f.path, f.old, f.new) for u in raw for f in u.files]
         self.new_indexes: dict[str, object] = {}
         self.texts: dict[object, tuple[bytes | None, bytes | None]] = {}
         per_unit: list[list[SymbolChange]] = []
         if self.mode == "release":
             cache = ContentCache(self.cache_root, "symbols") if self.cache_root else None
-            # with a cache the new indexes stay there until the resolver asks for one
+            files = [f for u in raw for f in u.files]
+            self._changed = {f.path: f for f in files}
+            # with a cache the new indexes stay there until the resolver asks for one; the
+            # bytes are read as the pool takes them (a release keeps no texts: _sides)
             version_diff = diff_versions(
-                pairs, self.stage_of, cache=cache, jobs=self.jobs, ship_new=cache is None
+                ((f.path, f.old, f.new) for f in files),
+                self.stage_of,
+                cache=cache,
+                jobs=self.jobs,
+                ship_new=cache is None,
+                reread=self._sides,
             )
             self.version_diff = version_diff
             by_path: dict[str, list[SymbolChange]] = defaultdict(list)
             for change in version_diff.changes:
                 by_path[change.path].append(change)
-            self._add_dataclass_bases(by_path, {p for p, _, _ in pairs}, cache)
-            for path, old, new in pairs:
-                self.texts[path] = (old, new)
-                per_unit.append(by_path.get(path, []))
+            self._add_dataclass_bases(by_path, {f.path for f in files}, cache)
+            per_unit = [by_path.get(f.path, []) for f in files]
         else:
+            pairs = [(f.path, f.old, f.new) for u in raw for f in u.files]
             # a history: each file's versions chained, moves matched per commit/patch
             results = history_diff.diff_history(
                 pairs, self.stage_of, cache_root=self.cache_root, jobs=self.jobs
@@ -234,7 +242,7 @@ class UpstreamSide:
         if self.mode == "release":  # a release's moves land in other units' files
             index_of = self._diffed_index
             new_side = module_moves.NewSide(
-                (f for u in raw for f in u.files if f.old is None), index_of
+                (f for u in raw for f in u.files if not f.has_old), index_of
             )
         for u, changes in zip(raw, per_unit, strict=True):
             if self.mode == "release":
@@ -322,13 +330,14 @@ class UpstreamSide:
         return idx
 
     def new_bytes(self, path: str) -> bytes:
-        """A file of the new upstream: in a release, a changed file's bytes kept from the
-        diff (one copy in memory rather than a second read), else the snapshot's."""
-        if self.mode == "release":
-            kept = self.texts.get(path)
-            if kept is not None and kept[1] is not None:
-                return kept[1]
+        """A file of the new upstream (the snapshot's: a release keeps no texts)."""
         return self.new.read(path)
+
+    def _sides(self, path: str) -> tuple[bytes | None, bytes | None]:
+        """A release: the old and new bytes of a changed file, read again from the
+        snapshots (None for the side it is absent from, and for a file not changed)."""
+        f = self._changed.get(path)
+        return (f.old, f.new) if f is not None else (None, None)
 
     def lines_of(
         self, u: UpstreamChange, c: SymbolChange
@@ -345,7 +354,10 @@ class UpstreamSide:
         if key in memo:
             memo.move_to_end(key)
         else:
-            old_b, new_b = self.texts.get(key, (None, None))
+            if self.mode == "release":
+                old_b, new_b = self._sides(key)
+            else:
+                old_b, new_b = self.texts.get(key, (None, None))
             memo[key] = tuple(
                 SourceLines(b.decode("utf-8", "replace")) if b is not None else None
                 for b in (old_b, new_b)

@@ -15,16 +15,25 @@ import io
 import logging
 import os
 import re
+import threading
 import zipfile
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
 from instep.errors import BadInput, MissingInput
-from instep.impact.upstream.sources.snapshot import DEFAULT_MAX_BYTES, is_source_path, sha256_digest
+from instep.impact.upstream.sources.snapshot import (
+    BINARY_PROBE_BYTES,
+    DEFAULT_MAX_BYTES,
+    is_source_path,
+    sha256_digest,
+)
 
 log = logging.getLogger(__name__)
 
+#: Bytes of decompressed members a snapshot keeps (the latest read), per process.
+READ_BUDGET = 32 << 20
 _DATA_LIB = re.compile(r"^[^/]+\.data/(?:purelib|platlib)/")
 
 
@@ -53,9 +62,13 @@ class WheelSnapshot:
         self.label = label if label is not None else wheel.name
         self.max_bytes = max_bytes
         self._members: dict[str, zipfile.ZipInfo] = {}
-        # members already decompressed: a release analysis reads 6,500 members 11,100
-        # times (the diff, the dataclass pass, the join's passes), 128 of its 238 MB again
-        self._read: dict[str, bytes] = {}
+        # members already decompressed, the latest READ_BUDGET bytes of them: a release
+        # analysis reads 6,500 members 11,100 times (the diff, the dataclass pass, the
+        # join's passes), 128 of its 238 MB again, mostly soon after the first read;
+        # keeping them all held 120+ MiB in every process of the run (issue #32)
+        self._read: OrderedDict[str, bytes] = OrderedDict()
+        self._read_bytes = 0
+        self._lock = threading.Lock()
         record_name: str | None = None
         for info in self._zip.infolist():
             name = info.filename
@@ -118,20 +131,48 @@ class WheelSnapshot:
         return found
 
     def read(self, path: str) -> bytes:
-        data = self._read.get(path)
-        if data is not None:
-            return data
-        info = self._members[path]
         if self._pid != os.getpid():
-            # a forked child (a join pass): a handle of its own, for the parent's file
-            # offset is shared and moves under reads done at the same time
-            self._zip = zipfile.ZipFile(self.wheel)
-            self._pid = os.getpid()
+            self._forked()
+        memo = self._read
+        with self._lock:  # the indexing threads read at the same time
+            data = memo.get(path)
+            if data is not None:
+                memo.move_to_end(path)
+                return data
+        info = self._members[path]
         try:
-            data = self._read[path] = self._zip.read(info)
+            data = self._handle().read(info)
         except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as exc:
             raise BadInput(f"cannot read {info.filename} from {self.wheel}: {exc}") from None
+        with self._lock:
+            if path not in memo:
+                memo[path] = data
+                self._read_bytes += len(data)
+            while self._read_bytes > READ_BUDGET and len(memo) > 1:
+                self._read_bytes -= len(memo.popitem(last=False)[1])
         return data
+
+    def read_head(self, path: str, size: int = BINARY_PROBE_BYTES) -> bytes:
+        """The first ``size`` bytes of ``path``, decompressing no more than those."""
+        info = self._members[path]
+        try:
+            with self._handle().open(info) as member:
+                return member.read(size)
+        except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as exc:
+            raise BadInput(f"cannot read {info.filename} from {self.wheel}: {exc}") from None
+
+    def _handle(self) -> zipfile.ZipFile:
+        if self._pid != os.getpid():
+            self._forked()
+        return self._zip
+
+    def _forked(self) -> None:
+        """In a forked child (a join pass, an indexing worker): a handle of its own, for
+        the parent's file offset is shared and moves under reads done at the same time,
+        and a lock of its own (another thread of the parent may have held it at the fork)."""
+        self._zip = zipfile.ZipFile(self.wheel)
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
 
     def close(self) -> None:
         self._zip.close()
