@@ -33,7 +33,7 @@ from instep.impact.upstream.sources.snapshot import (
 log = logging.getLogger(__name__)
 
 #: Bytes of decompressed members a snapshot keeps (the latest read), per process.
-READ_BUDGET = 32 << 20
+READ_BUDGET = 8 << 20
 _DATA_LIB = re.compile(r"^[^/]+\.data/(?:purelib|platlib)/")
 
 
