@@ -30,6 +30,18 @@ def test_each_pass_runs_in_a_child_and_gives_its_result():
     assert os.getpid() not in (pid_a, pid_b)
 
 
+@fork_only
+def test_no_more_children_than_the_cpus_the_parent_leaves():
+    """jobs - 1 children at most (issue #32: each child holds the parent's pages it
+    touched; one more than the CPUs only waits); a child runs its passes in turn."""
+    work = {name: _pid_and(name) for name in ("a", "b", "c")}
+    for jobs, most in ((2, 1), (3, 2)):
+        got = {name: result() for name, result in forked_passes.start(jobs, work).items()}
+        assert {name: value for name, (_, value) in got.items()} == {n: n for n in work}
+        pids = {pid for pid, _ in got.values()}
+        assert os.getpid() not in pids and 1 <= len(pids) <= most
+
+
 def test_with_one_job_nothing_is_forked():
     got = forked_passes.start(1, {"a": _pid_and("done")})
     assert got["a"]() == (os.getpid(), "done")
