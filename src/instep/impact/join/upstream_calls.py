@@ -33,7 +33,7 @@ SELF_CONSTRUCTION = "<self>"  # cls(...), type(self)(...), self.__class__(...)
 # memory (torch/_inductor's files), so keeping every tree visited grew the join by
 # hundreds of MiB; beyond this the least recently used tree is dropped and parsed again
 # if wanted (docs/impact.md, "Memory of the join").
-TREE_BUDGET = 1_000_000
+TREE_BUDGET = 400_000
 
 
 @dataclass(frozen=True)
