@@ -5,11 +5,13 @@ analysis made; cycles among them are still collected by a full collection."""
 from __future__ import annotations
 
 import gc
+import os
+import sys
 import weakref
 
 import pytest
 
-from instep.impact.no_gc import collected_after, no_cyclic_gc
+from instep.impact.no_gc import collected_after, give_back_heap, no_cyclic_gc
 
 
 class _Node:
@@ -80,3 +82,21 @@ def test_a_collected_block_leaves_objects_frozen_by_others_alone() -> None:
             assert gc.get_freeze_count() == frozen
         finally:
             gc.unfreeze()
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc and /proc")
+def test_the_heap_s_free_pages_go_back_to_the_system():
+    """Texts and bytes live on the C heap: freed in the middle of it, their pages stay in
+    the process (the parent's RSS after a release's indexing) until trimmed."""
+    chunks = [bytes([k % 251]) * 65_536 for k in range(1_000)]  # 64 MiB, under mmap's bar
+    kept = chunks[1::2]
+    del chunks  # every other chunk freed: 32 MiB of holes between live ones
+    before = _rss()
+    assert give_back_heap()
+    assert before - _rss() > 16 << 20
+    assert all(c == bytes([(2 * k + 1) % 251]) * 65_536 for k, c in enumerate(kept))

@@ -48,7 +48,7 @@ from instep.impact.model import (
     UnitKind,
     UpstreamChange,
 )
-from instep.impact.no_gc import collected_after, no_cyclic_gc
+from instep.impact.no_gc import collected_after, give_back_heap, no_cyclic_gc
 from instep.impact.report_memo import ReportMemo, report_key
 from instep.impact.request import ImpactRequest
 from instep.impact.upstream import sources, stages
@@ -75,7 +75,6 @@ class _Analysis:
         self.mode = req.mode()
         self.jobs = req.jobs or default_jobs()
         self._names_memo: dict[str, frozenset[str]] = {}
-        self._down_bytes: dict[str, bytes] = {}  # downstream path -> bytes (the join's)
         root = req.cache_dir if req.use_cache else None
         self.cache_root = root
         self.stage_of = lambda path: stages.stage_for(path, req.stage_map or None)
@@ -262,12 +261,11 @@ class _Analysis:
         return memo[path]
 
     def _read_down(self, path: str) -> bytes:
-        """A downstream file's bytes, kept: the join's passes each read every file (a
-        wheel's member is decompressed again on each read); errors are not kept."""
-        kept = self._down_bytes
-        if path not in kept:
-            kept[path] = self._downstream_snapshot().read(path)
-        return kept[path]
+        """A downstream file's bytes, from its snapshot (a wheel keeps the latest it
+        decompressed: sources/wheel.py). Not kept here: the join's passes each read every
+        file, and keeping them held 14 MiB of torch-npu's text in the parent for the
+        whole join (issue #32); decompressing them again costs ~0.06 CPU s a pass."""
+        return self._downstream_snapshot().read(path)
 
     def close(self) -> None:
         """Stop what the snapshots hold open (git cat-file processes, wheel files)."""
@@ -310,6 +308,7 @@ class _Analysis:
         early = start_early(PASSES, self.pass_sources(), self.jobs)
         t = time.perf_counter()
         units, down = self._index_both(raw)
+        give_back_heap()  # what the indexing read and dropped, before the join's peak
         self._timed("indexing", t)
         t = time.perf_counter()
         couplings = self.join(units, down, early)

@@ -1,4 +1,5 @@
-"""Cyclic garbage collection paused while the analysis builds its indexes.
+"""Cyclic garbage collection paused while the analysis builds its indexes; the C heap's
+free pages handed back after them (:func:`give_back_heap`).
 
 Parsing and indexing allocate millions of acyclic objects (AST nodes, symbols,
 references); every few hundred allocations CPython's cyclic collector walks the young
@@ -10,6 +11,9 @@ it is paused inherit the pause.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import functools
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -63,3 +67,24 @@ def collected_after() -> Iterator[None]:
     finally:
         gc.collect()
         gc.unfreeze()
+
+
+def give_back_heap() -> bool:
+    """Hand the C heap's free pages back to the system (glibc's ``malloc_trim``); False
+    where there is no glibc. Python keeps small objects in arenas of its own and frees an
+    arena only when it is empty, but texts, bytes and large lists come from the C heap,
+    whose free pages stay in the process until trimmed: after the indexing of a release
+    (texts read, results unpickled from the workers and dropped) trimming took the parent
+    from 281 to 235 MiB before the join, and its peak during the join 546 -> 537 MiB
+    (issue #32). Costs a few milliseconds; nothing is freed that is in use."""
+    trim = _malloc_trim()
+    return bool(trim is not None and trim(0) is not None)
+
+
+@functools.cache
+def _malloc_trim():
+    name = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(name).malloc_trim if name else None
+    except (OSError, AttributeError):
+        return None
