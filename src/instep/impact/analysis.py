@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from fnmatch import fnmatch
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from instep.impact.downstream import coupling_index, version_gates, version_refusals
-from instep.impact.downstream.scope import code_member_names
+from instep.impact.downstream.scope import MemberNames
 from instep.impact.join.coupling_book import CouplingBook
 from instep.impact.join.pass_api import JoinInputs, PassSources, Snapshots
 from instep.impact.join.pass_runner import Started, run_passes, start_early
@@ -74,7 +74,7 @@ class _Analysis:
         self.req = req
         self.mode = req.mode()
         self.jobs = req.jobs or default_jobs()
-        self._names_memo: dict[str, frozenset[str]] = {}
+        self._names_memo: dict[str, MemberNames] = {}
         root = req.cache_dir if req.use_cache else None
         self.cache_root = root
         self.stage_of = lambda path: stages.stage_for(path, req.stage_map or None)
@@ -248,17 +248,20 @@ class _Analysis:
             )
         return self._probe_outcomes
 
-    def _names_in(self, path: str) -> frozenset[str]:
+    def _names_in(self, path: str) -> Container[str]:
         """Attribute names and quoted identifiers of a downstream file's code, not its
-        comments and docstrings (read on demand)."""
+        comments and docstrings (read on demand; tokenized only when a name is asked that
+        the file's text holds: ``MemberNames``)."""
         memo = self._names_memo
         if path not in memo:
-            try:
-                text = self._read_down(path).decode("utf-8", "replace")
-            except (OSError, KeyError):
-                text = ""
-            memo[path] = code_member_names(text)
+            memo[path] = MemberNames(self._down_text(path), lambda: self._down_text(path))
         return memo[path]
+
+    def _down_text(self, path: str) -> str:
+        try:
+            return self._read_down(path).decode("utf-8", "replace")
+        except (OSError, KeyError):
+            return ""
 
     def _read_down(self, path: str) -> bytes:
         """A downstream file's bytes, from its snapshot (a wheel keeps the latest it

@@ -17,7 +17,7 @@ import ast
 import io
 import re
 import tokenize
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from instep.impact.downstream.ast_children import children
@@ -72,6 +72,30 @@ def code_member_names(text: str) -> frozenset[str]:
     except (tokenize.TokenError, IndentationError, SyntaxError):
         return frozenset(ATTRIBUTE_NAMES.findall(text))
     return frozenset(out)
+
+
+class MemberNames:
+    """``name in names``: what :func:`code_member_names` gives for a text, answered
+    lazily. The pattern's names (``ATTRIBUTE_NAMES``, which holds every name the tokens
+    give) are found at once; a name the pattern does not find is named nowhere, and only
+    a name it finds is looked up in the tokens, read (``load``) and tokenized on the first
+    such question. Tokenizing every file of torch-npu 2.13.0 costs 6.1 CPU s, the pattern
+    0.2 s, and most files are never asked about a name they hold (issue #32)."""
+
+    __slots__ = ("_code", "_load", "_seen")
+
+    def __init__(self, text: str, load: Callable[[], str] | None = None) -> None:
+        self._seen = frozenset(ATTRIBUTE_NAMES.findall(text))
+        # the text again when the tokens are wanted (kept only when there is no loader)
+        self._load: Callable[[], str] = load if load is not None else (lambda: text)
+        self._code: frozenset[str] | None = None
+
+    def __contains__(self, name: object) -> bool:
+        if name not in self._seen:
+            return False
+        if self._code is None:
+            self._code = code_member_names(self._load())
+        return name in self._code
 
 
 def line_snippet(lines: list[str], line: int) -> str:

@@ -13,7 +13,7 @@ facts. Nothing here matches references to changes or picks a rule.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Container
 
 from instep.impact.downstream.version_predicates import holds
 from instep.impact.join.constructor_calls import constructor_facts
@@ -405,7 +405,7 @@ def dead_override_facts(
 
 
 def member_facts(
-    c: SymbolChange, member: str, names_in_file: Callable[[], frozenset[str]]
+    c: SymbolChange, member: str, names_in_file: Callable[[], Container[str]]
 ) -> frozenset[str]:
     """Facts of a class use whose ``member`` changed: calling the class calls its
     ``__init__``; a member the file never names (``.member``, ``"member"``: the names
@@ -426,7 +426,7 @@ def inherited_facts(
     c: SymbolChange,
     member: str,
     overrides: Callable[[], frozenset[str]],
-    names_in_file: Callable[[], frozenset[str]],
+    names_in_file: Callable[[], Container[str]],
 ) -> frozenset[str]:
     """Facts of a downstream subclass that inherits the changed ``member`` unoverridden:
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Container
 
 from instep.impact.downstream.tree_index import DownstreamIndex
 from instep.impact.join.backend_handles import load_registrars, registered_names
@@ -42,7 +42,7 @@ class HookReach:
     calls: UpstreamCalls
     skipped: SkippedInit
     handles: dict[str, UpClass]
-    names_in: Callable[[str], frozenset[str]]
+    names_in: Callable[[str], Container[str]]
     read_down: Callable[[str], bytes | None] | None
     _reads_of: dict[str, list[Read]]
     _handed: dict[UpClass, frozenset[str]] | None

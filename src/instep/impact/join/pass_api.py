@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -148,7 +148,7 @@ class JoinInputs:
     snapshots: Snapshots
     lines_of: LinesOf
     read_down: Callable[[str], bytes]  # a downstream file's bytes (kept once read)
-    names_in: Callable[[str], frozenset[str]]  # attribute names and quoted identifiers
+    names_in: Callable[[str], Container[str]]  # attribute names and quoted identifiers
     new_index: Callable[[str], FileIndex]  # the index of a file of the new upstream
     probes: ProbeOutcomes
     new_version: tuple[int, ...] | None

@@ -15,7 +15,7 @@ higher-order ops, hook names and dropped attributes are passes of their own.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 
 from instep.impact.downstream.scope import code_member_names
 from instep.impact.join.fact_names import Fact
@@ -206,7 +206,7 @@ class ReferencePass(JoinPass):
                         )
                     )
 
-    def touched(self, r: Reference) -> frozenset[str]:
+    def touched(self, r: Reference) -> Container[str]:
         """The member names a place names (``.name``, ``"name"``): its def's or class's
         lines, or the file's for a module-level place and an import line. A class's lines
         hold its methods: a field annotated ``x: C`` is used as ``self.x.member`` there, and
