@@ -22,6 +22,8 @@ from .gitrepo import impact_of_commit
 from .test_version_helpers import IR_V1, IR_V2, _by_owner
 
 HELPERS = """\
+import importlib.metadata
+
 import torch
 from packaging.version import Version
 
@@ -43,6 +45,23 @@ def older(target):
 
 def is_torch_version_ge(v):
     return Version(get_driver_version()) >= Version(v)
+
+
+def _is_torch_equal(target):
+    assert target.count(".") == 2
+    torch_version = Version(str(torch.__version__))
+    return torch_version >= Version(target) and Version(target + ".1") > torch_version
+
+
+def is_torch_equal(target):
+    try:
+        return _is_torch_equal(target)
+    except Exception:
+        return Version(importlib.metadata.version("torch")) == Version(target)
+
+
+def installed_newer(v):
+    return Version(importlib.metadata.version("torch")) >= Version(v)
 """
 
 DRIVER = "def get_driver_version():\n    return '25.0'\n"
@@ -51,7 +70,7 @@ PATCHES = """\
 import torch
 import torch_npu.utils.vu as vu
 from torch._inductor import ir
-from torch_npu.utils.vu import is_torch_version_ge, newer, not_older
+from torch_npu.utils.vu import installed_newer, is_torch_version_ge, newer, not_older
 from vendor_lib.compat import is_torch_equal
 
 
@@ -117,6 +136,16 @@ def patch_not_and(flag):
         return ir.Conditional
 
 
+def patch_delegated_equal():
+    if vu.is_torch_equal("2.9.0"):
+        return ir.Conditional
+
+
+def patch_metadata_future():
+    if installed_newer("2.15"):
+        return ir.Conditional
+
+
 def patch_rebound(flag):
     new = newer("2.9")
     if flag:
@@ -146,6 +175,23 @@ def doc(tmp_path_factory):
 @pytest.mark.parametrize("owner", ["patch_ancient", "patch_through_another_helper", "patch_local"])
 def test_code_under_a_neutrally_named_helper_false_on_both_torches_is_dead(doc, owner):
     assert _by_owner(doc)[owner] == ("adapted.old_branch", "Check")
+
+
+def test_a_helper_that_delegates_or_reads_the_installed_metadata_reads_the_torch_version(doc):
+    """vllm 0.34.0's ``is_torch_equal``: ``try: return _is_torch_equal(t)`` (which reads
+    ``torch.__version__``) ``except: ... importlib.metadata.version("torch") ...``: not a
+    shape the body reading decides, but no helper of another package either, so its name
+    decides: code under ``is_torch_equal("2.9.0")`` is dead on both torches (it was a
+    false Shim). ``importlib.metadata.version("torch")`` is the torch version."""
+    assert _by_owner(doc)["patch_delegated_equal"] == ("adapted.old_branch", "Check")
+    gates = {
+        c["owner"]: c["gate"]
+        for u in doc["units"]
+        for c in u["couplings"]
+        if c["upstream"].endswith("::Conditional")
+    }
+    gate = gates["patch_metadata_future"]
+    assert (gate["min_version"], gate["max_version"]) == ("2.15", None)
 
 
 @pytest.mark.parametrize("owner", ["patch_elif", "patch_and", "patch_assigned"])
@@ -186,8 +232,9 @@ def test_a_helper_of_a_package_not_in_the_tree_keeps_the_name_reading(doc):
 
 def test_helpers_are_read_from_their_bodies():
     specs, other = version_helpers(ast.parse(HELPERS))
-    assert set(specs) == {"newer", "older", "not_older"}
-    assert other == {"is_torch_version_ge"}
+    assert set(specs) == {"newer", "older", "not_older", "installed_newer"}
+    assert other == {"is_torch_version_ge"}  # is_torch_equal and its delegate read it too
+    assert version_helpers(ast.parse(HELPERS), HELPERS) == (specs, other)
     conds = Conditions()
     conds.helpers, conds.not_helpers = specs, other
 

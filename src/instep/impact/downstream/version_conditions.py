@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from instep.pyindex.registrations import dotted_name
@@ -91,8 +92,31 @@ def callee(call: ast.Call) -> str:
     return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
 
 
+def installed_torch_version(node: ast.AST) -> bool:
+    """The installed torch's version read from its package metadata:
+    ``importlib.metadata.version("torch")`` (or ``metadata.version`` / ``version``
+    imported from it) and ``pkg_resources.get_distribution("torch").version`` (vllm 0.34.0's
+    ``is_torch_equal`` falls back to the first)."""
+    if isinstance(node, ast.Attribute) and node.attr == "version":
+        inner = node.value
+        return (
+            isinstance(inner, ast.Call)
+            and callee(inner) == "get_distribution"
+            and _names_torch(inner)
+        )
+    return isinstance(node, ast.Call) and callee(node) == "version" and _names_torch(node)
+
+
+def _names_torch(call: ast.Call) -> bool:
+    first = call.args[0] if call.args else None
+    return isinstance(first, ast.Constant) and first.value == "torch"
+
+
 def is_current_version(node: ast.AST) -> bool:
-    """torch.__version__, CURRENT_VERSION, TORCH_VERSION, Version(torch.__version__)..."""
+    """torch.__version__, CURRENT_VERSION, TORCH_VERSION, Version(torch.__version__),
+    importlib.metadata.version("torch")..."""
+    if installed_torch_version(node):
+        return True
     if isinstance(node, ast.Call):
         if callee(node) in PARSERS and node.args:
             return is_current_version(node.args[0])
@@ -267,24 +291,39 @@ def version_helpers(
     lines = (
         source.replace("\r\n", "\n").replace("\r", "\n").split("\n") if source is not None else None
     )
-    other = {
-        fn.name for fn in defs if fn.name not in specs and not _reads_current_version(fn, lines)
-    }
-    return specs, other
+    # a def that calls one of the module's readers reads the version too (vllm 0.34.0's
+    # is_torch_equal: try: return _is_torch_equal(t), which reads torch.__version__)
+    readers = set(specs)
+    grew = True
+    while grew:
+        grew = False
+        for fn in defs:
+            if fn.name not in readers and _reads_current_version(fn, lines, readers):
+                readers.add(fn.name)
+                grew = True
+    return specs, {fn.name for fn in defs if fn.name not in readers}
 
 
 def _reads_current_version(
-    fn: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[str] | None
+    fn: ast.FunctionDef | ast.AsyncFunctionDef,
+    lines: list[str] | None,
+    readers: Collection[str] = (),
 ) -> bool:
-    """Does a name or attribute of ``fn`` (decorators included) read the torch version?"""
+    """Does a name or attribute of ``fn`` (decorators included) read the torch version,
+    or does it call one of the module's ``readers``?"""
     if lines is not None:
         start = min([fn.lineno, *(d.lineno for d in fn.decorator_list)])
         text = "\n".join(lines[start - 1 : fn.end_lineno])
-        if text.isascii() and "version" not in text.lower():
+        if text.isascii() and "version" not in text.lower() and not any(r in text for r in readers):
             return False  # an identifier is written as it is named (ASCII: no NFKC folding)
-    return any(
-        isinstance(n, (ast.Name, ast.Attribute)) and is_current_version(n) for n in ast.walk(fn)
-    )
+    for n in ast.walk(fn):
+        if isinstance(n, (ast.Name, ast.Attribute)) and is_current_version(n):
+            return True
+        if isinstance(n, ast.Call) and (
+            installed_torch_version(n) or (isinstance(n.func, ast.Name) and n.func.id in readers)
+        ):
+            return True
+    return False
 
 
 class Conditions:
