@@ -19,7 +19,7 @@ import logging
 import multiprocessing
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, as_completed, wait
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -80,16 +80,10 @@ def _pool(jobs: int) -> ProcessPoolExecutor:
 def _run(task: Callable, todo: list[tuple], jobs: int | None) -> list:
     """``task(*args)`` for every tuple of ``todo``, in a pool when worth it; input order."""
     jobs = default_jobs() if jobs is None else max(1, jobs)
-    if jobs == 1 or len(todo) < INLINE_BELOW:
-        return [task(*args) for args in todo]
     # biggest first, so that the pool does not wait for one large file at the end
     order = sorted(range(len(todo)), key=lambda i: -_size(todo[i]))
-    results: list = [None] * len(todo)
-    with _pool(min(jobs, len(todo))) as pool:
-        futures = {pool.submit(task, *todo[i]): i for i in order}
-        for future, i in futures.items():
-            results[i] = future.result()
-    return results
+    done = dict(_stream(task, ((i, todo[i]) for i in order), min(jobs, max(1, len(todo)))))
+    return [done[i] for i in range(len(todo))]
 
 
 def _size(args: tuple) -> int:
@@ -154,8 +148,7 @@ class VersionDiff:
     keys: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
     cache: ContentCache | None = None
     loaded: dict[tuple[str, str], FileIndex] = field(default_factory=dict, repr=False)
-    sources: dict[str, tuple[bytes | None, bytes | None]] = field(default_factory=dict, repr=False)
-    # path -> (old bytes, new bytes) read again, for a caller that keeps no sources
+    # path -> (old bytes, new bytes), to index a file again (None: its bytes are gone)
     reread: Callable[[str], tuple[bytes | None, bytes | None]] | None = None
 
     @property
@@ -172,7 +165,7 @@ class VersionDiff:
             return None
         index = self.cache.get(key) if self.cache is not None else None
         if not isinstance(index, FileIndex):  # evicted or no cache: index again
-            sides = self.reread(path) if self.reread else self.sources.get(path, (None, None))
+            sides = self.reread(path) if self.reread is not None else (None, None)
             data = sides[0 if side == "old" else 1]
             index = _slim(index_source(path, data)) if data is not None else None
         if index is not None:
@@ -272,8 +265,7 @@ def diff_versions(
         join([results[path][0] for path in keys]),
         keys=keys,
         cache=cache,
-        sources=sources,
-        reread=reread,
+        reread=reread if reread is not None else lambda p: sources.get(p, (None, None)),
     )
     for path in keys:
         _, old_index, new_index = results[path]
@@ -285,8 +277,8 @@ def diff_versions(
 
 
 def _stream(
-    task: Callable, items: Iterator[tuple[str, tuple]], jobs: int | None
-) -> Iterator[tuple[str, object]]:
+    task: Callable, items: Iterator[tuple[Hashable, tuple]], jobs: int | None
+) -> Iterator[tuple[Hashable, object]]:
     """``(name, task(*args))`` for every ``(name, args)`` of ``items``, in a pool when
     worth it, as they end. At most :data:`IN_FLIGHT` tasks per worker are taken from
     ``items`` ahead of the workers: what their arguments hold (a file's bytes) is only
