@@ -373,7 +373,8 @@ class _MemorySnapshot:
         return "sha256=" + hashlib.sha256(self.files[path].encode()).hexdigest()
 
 
-def test_the_new_side_takes_unchanged_files_from_the_old_side():
+def _base_gains_a_field() -> tuple[_MemorySnapshot, _MemorySnapshot]:
+    """A dataclass ``Sub`` whose base in another file gains a required field."""
     sub = (
         "from dataclasses import dataclass\nfrom pkg.base import Base\n\n"
         "@dataclass\nclass Sub(Base):\n    y: int = 0\n"
@@ -383,6 +384,11 @@ def test_the_new_side_takes_unchanged_files_from_the_old_side():
     new = _MemorySnapshot(
         {"pkg/__init__.py": "", "pkg/base.py": base + "    z: int\n", "pkg/sub.py": sub}
     )
+    return old, new
+
+
+def test_the_new_side_takes_unchanged_files_from_the_old_side():
+    old, new = _base_gains_a_field()
     found = dataclass_bases.changes({"pkg/base.py"}, old, new)
     assert [(x.change.qualname, x.sources) for x in found] == [
         ("Sub.__init__", frozenset({"pkg/base.py"}))
@@ -395,15 +401,7 @@ def test_what_the_sides_read_is_freed_with_the_cyclic_collector_paused():
     """The analysis runs with the cyclic collector paused (impact/no_gc.py): a side's
     class tables hold its bound ``index``, so the sides, their bytes and indexes stayed
     alive to the end of the run (issue #32) unless released."""
-    sub = (
-        "from dataclasses import dataclass\nfrom pkg.base import Base\n\n"
-        "@dataclass\nclass Sub(Base):\n    y: int = 0\n"
-    )
-    base = "from dataclasses import dataclass\n\n@dataclass\nclass Base:\n    x: int\n"
-    old = _MemorySnapshot({"pkg/__init__.py": "", "pkg/base.py": base, "pkg/sub.py": sub})
-    new = _MemorySnapshot(
-        {"pkg/__init__.py": "", "pkg/base.py": base + "    z: int\n", "pkg/sub.py": sub}
-    )
+    old, new = _base_gains_a_field()
     with no_cyclic_gc():
         found = dataclass_bases.changes({"pkg/base.py"}, old, new)
         deps = dataclass_bases.dependants(new, None, 1)
