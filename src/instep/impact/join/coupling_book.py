@@ -55,6 +55,7 @@ class CouplingBook:
                 inputs.escapes,
                 inputs.devices,
                 inputs.installs,
+                inputs.changes,
             )
             extra, evidence = extra | {path.kind}, path.text
         coupling = kept[key] = decide(

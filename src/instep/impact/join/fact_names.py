@@ -58,10 +58,12 @@ class Fact(Vocab):
     BREAKING_PATH = "breaking_path", PATHS
     NO_BREAKING_CALL = "no_breaking_call", PATHS
     BREAKING_CALL_CONDITIONAL = "breaking_call_conditional", PATHS
+    BREAKING_CALL_NEW_PATH = "breaking_call_new_path", PATHS
     PATH_UNPROVEN = "path_unproven", PATHS
     # a new upstream call passes a keyword a replacement never accepted (the caller changed)
     NEW_BREAKING_CALL = "new_breaking_call", NEW_CALLS
     NEW_CALL_CONDITIONAL = "new_call_conditional", NEW_CALLS
+    NEW_CALL_NEW_PATH = "new_call_new_path", NEW_CALLS
     # the calls at a use
     CALLED_DIRECTLY = "called_directly", FACTS, REFERENCES, CONSTRUCTORS
     CALLS_FIT = "calls_fit", FACTS

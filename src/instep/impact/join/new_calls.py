@@ -108,6 +108,7 @@ class NewCallPass(JoinPass):
 _FACTS: dict[str, Fact] = {}
 _FACTS[Fact.BREAKING_PATH] = Fact.NEW_BREAKING_CALL
 _FACTS[Fact.BREAKING_CALL_CONDITIONAL] = Fact.NEW_CALL_CONDITIONAL
+_FACTS[Fact.BREAKING_CALL_NEW_PATH] = Fact.NEW_CALL_NEW_PATH
 
 
 def _replaced(inputs: JoinInputs, ref: Reference) -> tuple[SymbolChange, str] | None:
