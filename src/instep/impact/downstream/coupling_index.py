@@ -35,7 +35,7 @@ from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 
-from instep.impact.downstream import forks, imported_flags
+from instep.impact.downstream import forks, imported_flags, install_gates
 from instep.impact.downstream.ast_children import fields_of
 from instep.impact.downstream.c_shim_names import CShimNames
 from instep.impact.downstream.definitions import Definitions
@@ -74,7 +74,7 @@ from instep.pyindex.signatures import call_shape
 
 log = logging.getLogger(__name__)
 
-FORMAT = "coupling-index-v19"  # bump when any cached class changes shape or content
+FORMAT = "coupling-index-v20"  # bump when any cached class changes shape or content
 MAX_FILE_BYTES = 8 * 1024 * 1024
 
 
@@ -324,8 +324,10 @@ def index_downstream_file(
     parsed = _parse(path, data)
     if isinstance(parsed, str):
         out.error = parsed
+        out.name_hashes = install_gates.name_hashes(data.decode("utf-8", "replace"))
         return out
     source, tree = parsed
+    out.name_hashes = install_gates.name_hashes(source)
     v = _Visitor(path, source, tuple(upstream_roots))
     try:
         v.prepare(tree, source)
@@ -358,6 +360,8 @@ def index_downstream_file(
     out.functions = v.functions
     out.gates = [s.gate for s in spans]
     out.gate_spans = spans
+    if spans or flag_uses:
+        out.def_mentions = install_gates.def_mentions(tree, source)
     out.refusals = refusals
     out.lines_fingerprint = forks.lines_fingerprint_of(v.norm)
     out.exports = exports

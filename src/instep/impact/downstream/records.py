@@ -228,3 +228,8 @@ class DownstreamFileIndex:
     # its functions that never read the torch version: for ``if helper(X):`` elsewhere
     version_helpers: dict[str, VersionHelperSpec] = field(default_factory=dict)
     not_version_helpers: frozenset[str] = frozenset()
+    # undecorated module-level defs named outside themselves: name -> (first line, last
+    # line, lines naming it), and the sorted CRC-32s of the file's identifiers
+    # (``install_gates``: a def used only under one version gate runs only under it)
+    def_mentions: dict[str, tuple[int, int, tuple[int, ...]]] = field(default_factory=dict)
+    name_hashes: array = field(default_factory=lambda: array("I"))

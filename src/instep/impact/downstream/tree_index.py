@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from instep.impact.downstream.handles import apply_handles, config_key
 from instep.impact.downstream.imported_flags import resolve_imported_flags
+from instep.impact.downstream.install_gates import inherit_install_gates
 from instep.impact.downstream.patch_helpers import apply_function, helper_patch
 from instep.impact.downstream.records import (
     ArgKind,
@@ -37,6 +38,9 @@ class DownstreamIndex:
         self.by_module = {f.module: f for f in files.values()}
         if any(f.flag_uses for f in files.values()):  # flags set in another module
             self.files = resolve_imported_flags(files, self.resolve)
+            self.by_module = {f.module: f for f in self.files.values()}
+        if any(f.def_mentions for f in self.files.values()):  # defs used only under a gate
+            self.files = inherit_install_gates(self.files)
             self.by_module = {f.module: f for f in self.files.values()}
         self._refs: list[Reference] | None = None
         self.sources: dict[str, str] = {}  # optional: path -> text, for snippets
