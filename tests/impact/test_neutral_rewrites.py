@@ -157,6 +157,28 @@ def test_the_hash_sees_through(a, b):
 @pytest.mark.parametrize(
     ("a", "b"),
     [
+        ("f = _add_docstr(torch._C.f, 'old')\n", "f = _add_docstr(torch._C.f, 'new text')\n"),
+        (
+            "f = torch._C._add_docstr(g, r'a {x}'.format(**args))\n",
+            "f = torch._C._add_docstr(g, r'b {x}'.format(**args))\n",
+        ),
+    ],
+)
+def test_a_docstring_set_by_add_docstr_is_documentation(a, b):
+    """torch 2.14.1 reworded ``F.scaled_dot_product_attention``'s docstring, an assignment
+    of ``_add_docstr(torch._C._nn.scaled_dot_product_attention, r\"\"\"…\"\"\")``: vllm's
+    three calls of it were Test for that text alone."""
+    assert _hash(a) == _hash(b)
+
+
+def test_add_docstr_on_another_object_is_a_change():
+    a = _hash("f = _add_docstr(torch._C.f, 'doc')\n")
+    assert a != _hash("f = _add_docstr(torch._C.g, 'doc')\n")
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
         # a global is no local: renaming it changes what the function reads
         ("def f(x):\n    return y\n", "def f(x):\n    return z\n"),
         ("def f(x):\n    global g\n    g = x\n", "def f(x):\n    global h\n    h = x\n"),

@@ -16,6 +16,10 @@ then asked to test it. These rewrites are no behaviour change, so they hash alik
   call graph does not shrink);
 * ``typing.cast(T, x)`` (or ``cast(T, x)``, two positional arguments) is ``x``: ``cast``
   returns its argument;
+* ``_add_docstr(x, doc)`` (``torch._C._add_docstr``, ``add_docstr``; two positional
+  arguments) is ``x``: it sets ``x.__doc__`` and returns ``x``, so a rewritten text is a
+  docstring change (torch 2.14.1 reworded ``F.scaled_dot_product_attention``'s, an
+  assignment ``scaled_dot_product_attention = _add_docstr(torch._C._nn.<f>, <text>)``);
 * ``if TYPE_CHECKING:`` never runs: only its ``else`` counts (``typing.TYPE_CHECKING`` too);
 * in a function, an annotated assignment ``x: T = v`` is ``x = v``, and ``x: T`` alone is
   nothing: Python never evaluates the annotations of a function's local names;
@@ -59,6 +63,26 @@ def cast_value(call: ast.Call) -> ast.expr | None:
     if not named or isinstance(call.args[1], ast.Starred):
         return None
     return call.args[1]
+
+
+_DOCSTRING_SETTERS = frozenset({"_add_docstr", "add_docstr"})
+
+
+def documented_value(call: ast.Call) -> ast.expr | None:
+    """``x`` of ``_add_docstr(x, doc)`` / ``torch._C._add_docstr(x, doc)`` /
+    ``add_docstr(x, doc)``; None for any other call."""
+    func = call.func
+    if func.__class__ is ast.Name:
+        name = func.id  # type: ignore[attr-defined]
+    elif func.__class__ is ast.Attribute:
+        name = func.attr  # type: ignore[attr-defined]
+    else:
+        return None
+    if name not in _DOCSTRING_SETTERS or len(call.args) != 2 or call.keywords:
+        return None
+    if any(isinstance(a, ast.Starred) for a in call.args):
+        return None
+    return call.args[0]
 
 
 def is_type_checking(test: ast.expr) -> bool:

@@ -43,6 +43,7 @@ from instep.pyindex.neutral import (
     as_assert,
     assert_without_message,
     cast_value,
+    documented_value,
     is_stub_body,
     is_type_checking,
     local_annotation,
@@ -61,8 +62,8 @@ log = logging.getLogger(__name__)
 
 # Bump when the shape or the meaning of a FileIndex changes (cache namespaces carry it).
 # 3: the __init__ that @dataclass synthesises (pyindex.dataclass_init); 4: deprecations;
-# 5: neutral rewrites seen through, Symbol.stub (pyindex.neutral)
-FORMAT_VERSION = 5
+# 5: neutral rewrites seen through, Symbol.stub (pyindex.neutral); 6: _add_docstr(x, doc)
+FORMAT_VERSION = 6
 
 VALUE_DISPLAY_CHARS = 300  # Symbol.value is truncated for display; the hash sees all of it
 BLOCK_NAME_CHARS = 80
@@ -264,8 +265,10 @@ def _serialise(
         else:
             if cls is Call:
                 inner = cast_value(n)
+                if inner is None:
+                    inner = documented_value(n)
                 if inner is not None:
-                    push(inner)  # typing.cast(T, x) is x
+                    push(inner)  # typing.cast(T, x) is x, _add_docstr(x, doc) is x
                     continue
             elif cls is If:
                 check = as_assert(n)
