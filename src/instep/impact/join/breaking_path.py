@@ -30,9 +30,9 @@ object:
   is not live;
 * a call that runs only on a path the new upstream adds whole (its def and every def up
   to where the path is entered are new) and enters only for an object of a class it
-  adds too (``elif isinstance(node, FusedStagedReduction): backend.codegen_staged_
-  reduction(node)``, torch 2.15.0) is no proven break: the backend meets it only if that
-  new feature takes effect on its device, which no static reading tells
+  adds too (torch 2.15.0's scheduler calls ``codegen_staged_reduction`` only under
+  ``elif isinstance(node, FusedStagedReduction):``) is no proven break: the backend meets
+  it only if that new feature takes effect on its device, which no static reading tells
   (:func:`_new_path`, fact ``breaking_call_new_path``, Test);
 * a call of the method on a receiver whose type is not written down
   (``self.backend.m(...)``, ``self.get_backend(device).m(...)``) when, in the whole new
