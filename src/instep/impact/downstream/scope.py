@@ -74,6 +74,43 @@ def code_member_names(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
+def code_member_receivers(text: str) -> dict[str, frozenset[str]]:
+    """:func:`code_member_names` with, for each name, the dotted names written before its
+    dot (``ir.Pointwise`` for ``ir.Pointwise.create``); ``""`` where there is none to
+    read (a call's result, a subscript, a string naming it)."""
+    out: dict[str, set[str]] = {}
+    after_dot = False
+    chain: list[str] = []  # the dotted name read so far (``ir``, ``Pointwise``)
+    dotted = False  # the chain ends with a dot
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT):
+                continue
+            if tok.type == tokenize.NAME and after_dot:
+                out.setdefault(tok.string, set()).add(".".join(chain) if dotted else "")
+            elif tok.type == tokenize.STRING:
+                body = tok.string.lstrip("rbuRBU")
+                names = (
+                    ATTRIBUTE_NAMES.findall(body)
+                    if body[:1] in "fF"
+                    else [inner]
+                    if (inner := body.strip("\"'")).isidentifier()
+                    else []
+                )
+                for name in names:
+                    out.setdefault(name, set()).add("")
+            if tok.type == tokenize.NAME:  # a dotted name goes on, any other name starts one
+                chain, dotted = [*chain, tok.string] if dotted else [tok.string], False
+            elif tok.type == tokenize.OP and tok.string == "." and chain and not dotted:
+                dotted = True
+            else:
+                chain, dotted = [], False
+            after_dot = tok.type == tokenize.OP and tok.string == "."
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return {n: frozenset({""}) for n in ATTRIBUTE_NAMES.findall(text)}
+    return {n: frozenset(r) for n, r in out.items()}
+
+
 class MemberNames:
     """``name in names``: what :func:`code_member_names` gives for a text, answered
     lazily. The pattern's names (``ATTRIBUTE_NAMES``, which holds every name the tokens

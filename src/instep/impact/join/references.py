@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Container, Mapping
 
-from instep.impact.downstream.scope import code_member_names
+from instep.impact.downstream.scope import code_member_receivers
 from instep.impact.join.fact_names import Fact
 from instep.impact.join.facts import (
     assignment_facts,
@@ -182,6 +182,8 @@ class ReferencePass(JoinPass):
                 member = c.qualname.rsplit(".", 1)[-1]
                 if touched is not None and member not in touched:
                     continue  # named in a type position only, and the place never names it
+                if isinstance(touched, dict) and self.others_only(touched[member], amod, aqual):
+                    continue  # named only as another class's member (``Pointwise.create``)
                 if constructs_only and class_level(c):
                     continue  # a construction calls no classmethod
                 if r.kind is CouplingKind.SUBCLASS_OVERRIDE and r.detail.startswith("subclass"):
@@ -206,12 +208,29 @@ class ReferencePass(JoinPass):
                         )
                     )
 
+    def others_only(self, receivers: frozenset[str], amod: str, aqual: str) -> bool:
+        """Whether every ``X.member`` of a place names, as ``X``, an upstream class of the
+        changed member's module that does not inherit it: ``ir.Pointwise.create`` in a def
+        naming ``ir.Reduction`` only in ``isinstance`` does not call ``Reduction.create``
+        (a ``self.``/local receiver, a call's result, a string, or a class the module
+        does not define could be anything: they count)."""
+        resolver = self.inputs.resolver
+        for recv in receivers:
+            name = recv.rsplit(".", 1)[-1]
+            if not name[:1].isupper():
+                return False
+            found = resolver.class_of(f"{amod}.{name}")
+            if found is None or (amod, aqual) in resolver.ancestors(*found):
+                return False
+        return bool(receivers)
+
     def touched(self, r: Reference) -> Container[str]:
-        """The member names a place names (``.name``, ``"name"``): its def's or class's
-        lines, or the file's for a module-level place and an import line. A class's lines
-        hold its methods: a field annotated ``x: C`` is used as ``self.x.member`` there, and
-        a name elsewhere in the file is not this place's (a dataclass field's annotation
-        with ``x.member`` only in a module-level def reaches no member)."""
+        """The member names a place names (``.name``, ``"name"``) and, for each, the dotted
+        names written before its dot: its def's or class's lines, or the file's (names
+        only) for a module-level place and an import line. A class's lines hold its
+        methods: a field annotated ``x: C`` is used as ``self.x.member`` there, and a name
+        elsewhere in the file is not this place's (a dataclass field's annotation with
+        ``x.member`` only in a module-level def reaches no member)."""
         spans = self.spans
         if spans is None:
             spans = self.spans = {
@@ -227,7 +246,7 @@ class ReferencePass(JoinPass):
         except (OSError, KeyError):
             return self.inputs.names_in(r.path)
         lines = text.splitlines()[span[0] - 1 : span[1]]
-        return code_member_names("\n".join(lines) + "\n")
+        return code_member_receivers("\n".join(lines) + "\n")
 
     def _inherited(
         self, i: int, c: SymbolChange, r: Reference, member: str, aqual: str, owner_cls
