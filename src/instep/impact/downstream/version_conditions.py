@@ -178,6 +178,24 @@ def intersect(a: Range, b: Range) -> Range:
     return (lo, hi)
 
 
+def union(ranges: list[Range]) -> Range | None:
+    """The one range the ranges cover together (``is_torch_equal("2.9.0") or
+    is_torch_equal("2.9.1")``: 2.9.0 up to 2.9.2), or None when they leave a gap (a gate
+    is one range: ``< 2.5 or >= 2.14`` is no gate)."""
+    if not ranges:
+        return None
+    low = [r for r in ranges if r[0] is None]
+    rest = sorted((r for r in ranges if r[0] is not None), key=lambda r: r[0])  # type: ignore[arg-type, return-value]
+    lo, hi = (None, low[0][1]) if low else rest.pop(0)
+    for r in low[1:]:
+        hi = None if hi is None or r[1] is None else max(hi, r[1])
+    for r_lo, r_hi in rest:
+        if hi is not None and r_lo > hi:  # type: ignore[operator]
+            return None  # a gap
+        hi = None if hi is None or r_hi is None else max(hi, r_hi)
+    return (lo, hi)
+
+
 @dataclass(frozen=True)
 class HelperSpec:
     """A function whose result is ``current torch version <op> its parameter``: which
@@ -347,6 +365,17 @@ class Conditions:
                 return range_of_compare(flip(op), v)
             return None
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            if isinstance(test.operand, ast.BoolOp):  # De Morgan: each part negated
+                parts = [self.range_of(v) for v in test.operand.values]
+                negs = [negate(r) if r is not None else None for r in parts]
+                if any(r is None for r in negs):
+                    return None
+                if isinstance(test.operand.op, ast.And):
+                    return union(negs)  # type: ignore[arg-type]
+                out: Range = (None, None)
+                for r in negs:
+                    out = intersect(out, r)  # type: ignore[arg-type]
+                return out
             inner = self.range_of(test.operand)
             return negate(inner) if inner else None
         if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
@@ -354,10 +383,15 @@ class Conditions:
             known = [r for r in ranges if r is not None]
             if not known:
                 return None
-            out: Range = (None, None)
+            both: Range = (None, None)
             for r in known:
-                out = intersect(out, r)
-            return out
+                both = intersect(both, r)
+            return both
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+            ranges = [self.range_of(v) for v in test.values]
+            if any(r is None for r in ranges):
+                return None  # a part not about the version: it may hold on any torch
+            return union(ranges)  # type: ignore[arg-type]
         if isinstance(test, ast.Name):
             return self.constants.get(test.id)
         if isinstance(test, ast.Call):

@@ -189,12 +189,19 @@ def _if_gates(
         and any(conds.range_of(v) is None for v in stmt.test.values)
     )  # `flag and torch >= 2.9`: the version is necessary, not sufficient
     probe = _hasattr_probe(stmt.test) if rng is None else None
-    if rng is None and probe is None:
-        _flag_if_gates(stmt, rest, conds.flags, path, spans)
-        return
     text = ast.unparse(stmt.test)
     if len(text) > 200:
         text = text[:197] + "..."
+    if rng is None and probe is None and isinstance(stmt.test, ast.BoolOp):
+        # `if not newer("2.10") or newer("2.11"): return`: no one range holds the body,
+        # one holds the other way (2.10 up to 2.11)
+        neg = conds.range_of(ast.UnaryOp(op=ast.Not(), operand=stmt.test))
+        if neg is not None and (neg[0] is not None or neg[1] is not None):
+            _version_other_way(stmt, rest, neg, text, path, spans)
+            return
+    if rng is None and probe is None:
+        _flag_if_gates(stmt, rest, conds.flags, path, spans)
+        return
     if rng is not None:
         _version_if_gates(stmt, rest, rng, partial, text, path, spans)
     elif probe is not None:
@@ -274,7 +281,16 @@ def _version_if_gates(
         )
     )
     neg = None if partial else negate(rng)
-    if stmt.orelse and neg is not None:
+    if neg is not None:
+        _version_other_way(stmt, rest, neg, text, path, spans)
+
+
+def _version_other_way(
+    stmt: ast.If, rest: list[ast.stmt], neg: Range, text: str, path: str, spans: list[GateSpan]
+) -> None:
+    """The ``else`` branch and the code after an early exit of ``if <text>:``, gated by
+    ``neg``, the range where the test is false."""
+    if stmt.orelse:
         spans.append(
             GateSpan(
                 _gate(path, stmt.lineno, f"not ({text})", "version_compare", neg, note="else"),
@@ -282,7 +298,7 @@ def _version_if_gates(
                 _block_end(stmt.orelse),
             )
         )
-    if _is_exit(stmt.body) and rest and neg is not None:  # early return guard
+    if _is_exit(stmt.body) and rest:  # early return guard
         spans.append(
             GateSpan(
                 _gate(
