@@ -28,12 +28,8 @@ object:
   (overrides only; :mod:`~instep.impact.join.device_classes`);
 * a call whose caller the downstream replaces as well (patched, or overridden in ``D``)
   is not live;
-* a call that runs only on a path the new upstream adds whole (its def and every def up
-  to where the path is entered are new) and enters only for an object of a class it
-  adds too (torch 2.15.0's scheduler calls ``codegen_staged_reduction`` only under
-  ``elif isinstance(node, FusedStagedReduction):``) is no proven break: the backend meets
-  it only if that new feature takes effect on its device, which no static reading tells
-  (:func:`_new_path`, fact ``breaking_call_new_path``, Test);
+* a call on a path the new upstream adds whole, entered only for a class it adds, is no
+  proven break (:mod:`~instep.impact.join.new_paths`, fact ``breaking_call_new_path``);
 * a call of the method on a receiver whose type is not written down
   (``self.backend.m(...)``, ``self.get_backend(device).m(...)``) when, in the whole new
   upstream, only classes of ``C``'s hierarchy (``C``, its ancestors, its subclasses)
@@ -48,19 +44,17 @@ imported or run. This module neither picks a rule nor renders a report.
 
 from __future__ import annotations
 
-import ast
-import functools
 import re
-import sysconfig
 from dataclasses import dataclass
-from pathlib import Path
 
 from instep.impact.downstream.class_escapes import ClassEscapes
 from instep.impact.downstream.wholesale import Swap
 from instep.impact.join.change_index import ChangeIndex
 from instep.impact.join.fact_names import Fact
+from instep.impact.join.new_paths import new_path
 from instep.impact.join.patch_installs import PatchInstalls
 from instep.impact.join.patched_callers import callers_replaced
+from instep.impact.join.receivers import only_in_hierarchy
 from instep.impact.join.upstream_calls import SELF_CONSTRUCTION, CallSite, UpstreamCalls
 from instep.impact.model import ChangeKind, CouplingKind, Reference, SymbolChange
 from instep.pyindex.model import SymbolKind, module_of
@@ -68,9 +62,6 @@ from instep.pyindex.signatures import call_problems, incompatibilities, parse_pa
 
 MAX_SITES = 200  # call sites of one name beyond which the search gives up (too many receivers)
 LIVENESS_DEPTH = 3  # how many private callers up the search follows a caller's liveness
-NEW_PATH_DEPTH = 4  # how many new defs up a new path is followed to where it is entered
-NEW_PATH_ENTRIES = 8  # calls of one def on a new path beyond which it is not followed
-_METHOD_DEF = re.compile(rb"^[ \t]+(?:async[ \t]+)?def[ \t]+(\w+)[ \t]*\(", re.MULTILINE)
 # what a search finds: a new-upstream call reaches the replacement and does not bind; every
 # call with the new shape goes elsewhere (or there is none); a call with the new shape whose
 # target could not be told; one that reaches it only under a condition never met; one that
@@ -132,7 +123,7 @@ class _Context:
     escapes: ClassEscapes | None = None  # where downstream classes leave downstream code
     installs: PatchInstalls | None = None  # patches installed only under a switch off
     typed_only: bool = False  # an untyped receiver is not followed (join/new_calls.py)
-    changes: ChangeIndex | None = None  # what the diff added: a new path (_new_path)
+    changes: ChangeIndex | None = None  # what the diff added (join/new_paths.py)
 
     @property
     def method(self) -> bool:
@@ -361,7 +352,13 @@ def _reaches_named(site: CallSite, ctx: _Context) -> tuple[bool | None, str]:
     if kept:  # whatever the receiver is, upstream never holds the downstream class
         return False, f"receiver `{expr}` is never {_who(ctx)}: {kept}"
     if target is None:
-        only = None if ctx.member == "__init__" or ctx.typed_only else _only_in_hierarchy(ctx)
+        only = (
+            None
+            if ctx.member == "__init__" or ctx.typed_only or ctx.cls is None or ctx.calls is None
+            else only_in_hierarchy(
+                ctx.cls, ctx.member, ctx.calls, ctx.resolver, ctx.kind is CouplingKind.MONKEYPATCH
+            )
+        )
         if only:
             return True, f"receiver `{expr}` is not typed, but {only}"
         return None, f"receiver `{expr}` not resolved (dynamic dispatch)"
@@ -373,48 +370,6 @@ def _reaches_named(site: CallSite, ctx: _Context) -> tuple[bool | None, str]:
     if member == ctx.change.dotted:
         return True, f"`{expr}.{ctx.member}` is the patched attribute"
     return False, f"`{found[1]}` has its own `{ctx.member}`"
-
-
-@functools.lru_cache(maxsize=1)
-def _stdlib_methods() -> frozenset[bytes]:
-    """The method names Python's standard library defines (indented ``def``s), read from
-    the running interpreter's stdlib sources (tests left out): a receiver that upstream
-    does not type could be one of those objects (``handler.emit``, ``thread.run``)."""
-    root = Path(sysconfig.get_paths()["stdlib"])
-    names: set[bytes] = set()
-    for path in root.rglob("*.py"):
-        rel = path.relative_to(root).parts
-        if rel[0] in ("site-packages", "dist-packages") or "test" in rel or "tests" in rel:
-            continue
-        try:
-            names.update(_METHOD_DEF.findall(path.read_bytes()))
-        except OSError:
-            continue
-    return frozenset(names)
-
-
-def _only_in_hierarchy(ctx: _Context) -> str | None:
-    """Why any receiver of ``.member(...)`` is in the changed class's hierarchy, or None
-    when another class, a module function or a class attribute of that name exists."""
-    cls = ctx.cls
-    if cls is None or ctx.calls is None:
-        return None
-    if ctx.member.encode() in _stdlib_methods():
-        return None
-    definers = ctx.calls.definers(ctx.member, ctx.resolver)
-    if not definers:
-        return None
-    r = ctx.resolver
-    if ctx.kind is CouplingKind.MONKEYPATCH and definers != {cls}:
-        return None  # a patched method is reached only where no other class defines it
-    up = set(r.ancestors(*cls))  # type: ignore[attr-defined]
-    for d in definers:
-        if d not in up and cls not in r.ancestors(*d):  # type: ignore[attr-defined]
-            return None
-    return (
-        f"only `{cls[1]}`'s class hierarchy defines `{ctx.member}` in the new upstream "
-        f"({len(definers)} class(es)), so the receiver is one of them"
-    )
 
 
 def _kept_downstream(site: CallSite | None, ctx: _Context) -> str:
@@ -554,7 +509,7 @@ def _verdict(
     not_followed: list[str] = []
     elsewhere: list[str] = []
     conditional: list[str] = []
-    new_path: list[str] = []
+    on_new_path: list[str] = []
     for site, shape in shaped:
         unused = _device_class_unused(site, ctx, devices)
         if unused:
@@ -575,14 +530,18 @@ def _verdict(
             if guard is not None:
                 conditional.append(f"{text}; but only {guard}")
                 continue
-            added = _new_path(site, ctx)
+            added = (
+                new_path(site, ctx.calls, ctx.changes, lambda s, e: _resolve_expr(s, e, ctx))
+                if ctx.changes is not None and ctx.calls is not None
+                else ""
+            )
             if not added:
                 return PathVerdict(Fact.BREAKING_PATH, text)
-            new_path.append(f"{text}; but {added}")
+            on_new_path.append(f"{text}; but {added}")
             continue
         (elsewhere if reach is False else not_followed).append(f"{site.at}: {why}")
-    if new_path and not not_followed:
-        return PathVerdict(Fact.BREAKING_CALL_NEW_PATH, "; ".join(new_path[:2]))
+    if on_new_path and not not_followed:
+        return PathVerdict(Fact.BREAKING_CALL_NEW_PATH, "; ".join(on_new_path[:2]))
     if conditional and not not_followed:
         return PathVerdict(Fact.BREAKING_CALL_CONDITIONAL, "; ".join(conditional[:2]))
     if not_followed:
@@ -595,118 +554,6 @@ def _verdict(
     if elsewhere:
         reason += f" (the calls that pass it go elsewhere: {'; '.join(elsewhere[:2])})"
     return PathVerdict(Fact.NO_BREAKING_CALL, reason)
-
-
-def _new_path(site: CallSite, ctx: _Context) -> str:
-    """Why the call at ``site`` runs only on a path the new upstream adds whole, or ''.
-
-    From the def holding the call, each def up is followed through every call of its name
-    in the new upstream: a call in a def of the same name delegates (a composite
-    scheduling passing the hook on) and adds nothing; a call through ``self``/``cls`` in
-    a def the diff added as well goes one def up; a call under ``isinstance(x, C)`` (or
-    ``type(x) is C``) for a class ``C`` the diff added is where the path is entered. Any
-    other call (an old def, another receiver, a call in a nested def) means the path
-    joins code that ran before: no claim. The claim needs at least one entry; the diff
-    must have added every def on the way."""
-    if ctx.changes is None or ctx.calls is None or site.caller is None or site.nested:
-        return ""
-    frontier = [(site.module, site.caller)]
-    seen: set[tuple[str, str]] = set()
-    defs: list[str] = []
-    entries: list[str] = []
-    for _ in range(NEW_PATH_DEPTH):
-        up: list[tuple[str, str]] = []
-        for module, caller in frontier:
-            if (module, caller) in seen:
-                continue
-            seen.add((module, caller))
-            if not _added(f"{module}.{caller}", ctx.changes):
-                return ""
-            defs.append(caller)
-            member = caller.rsplit(".", 1)[-1]
-            calls = [
-                s
-                for s in ctx.calls.sites(member)
-                if s.caller is None or s.caller.rsplit(".", 1)[-1] != member
-            ]
-            if not calls or len(calls) > NEW_PATH_ENTRIES:
-                return ""
-            for s in calls:
-                entered = _entered_for_new_class(s, ctx)
-                if entered:
-                    entries.append(f"{s.at} runs it only {entered}")
-                elif s.caller and not s.nested and s.receiver in ("self", "cls"):
-                    up.append((s.module, s.caller))
-                else:
-                    return ""
-        if not up:
-            break
-        frontier = up
-    else:
-        return ""  # deeper than NEW_PATH_DEPTH: not followed to where it is entered
-    if not entries:
-        return ""
-    chain = " ← ".join(f"`{d}`" for d in dict.fromkeys(defs))
-    return (
-        f"that path is new in the new upstream ({chain}) and "
-        f"{'; '.join(dict.fromkeys(entries))}: it breaks only where that new feature "
-        "takes effect on the backend's device"
-    )
-
-
-def _added(dotted: str, changes: ChangeIndex) -> bool:
-    """Did the diff add ``dotted`` (a def), or the class that holds it?"""
-    for name in (dotted, dotted.rpartition(".")[0]):
-        if any(c.kind is ChangeKind.ADDED for _, c in changes.by_dotted.get(name, ())):
-            return True
-    return False
-
-
-def _entered_for_new_class(site: CallSite, ctx: _Context) -> str:
-    """'for a `C` (new)' when ``site`` sits in the body of an ``if``/``elif`` that tests
-    ``isinstance(x, C)`` or ``type(x) is C`` for classes ``C`` the diff added, else ''."""
-    tree = ctx.calls.tree(site.path) if ctx.calls is not None else None
-    if tree is None or ctx.changes is None:
-        return ""
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.If) or not node.body:
-            continue
-        if not node.body[0].lineno <= site.line <= (node.body[-1].end_lineno or 0):
-            continue
-        classes = _tested_classes(node.test)
-        if not classes:
-            continue
-        dotted = [_resolve_expr(site, c, ctx) for c in classes]
-        if all(d is not None and _added(d, ctx.changes) for d in dotted):
-            named = ", ".join(f"`{c}`" for c in classes)
-            return f"for a {named}, a class the new upstream adds (`{ast.unparse(node.test)}`)"
-    return ""
-
-
-def _tested_classes(test: ast.expr) -> list[str]:
-    """The class names ``isinstance(x, C)`` / ``isinstance(x, (C, D))`` / ``type(x) is C``
-    tests for (dotted names only), else []."""
-    if (
-        isinstance(test, ast.Call)
-        and isinstance(test.func, ast.Name)
-        and test.func.id == "isinstance"
-        and len(test.args) == 2
-    ):
-        arg = test.args[1]
-        names = list(arg.elts) if isinstance(arg, ast.Tuple) else [arg]
-    elif (
-        isinstance(test, ast.Compare)
-        and len(test.ops) == 1
-        and isinstance(test.ops[0], ast.Is)
-        and isinstance(test.left, ast.Call)
-        and isinstance(test.left.func, ast.Name)
-        and test.left.func.id == "type"
-    ):
-        names = [test.comparators[0]]
-    else:
-        return []
-    out = [ast.unparse(n) for n in names]
-    return out if all(_IDENT.match(n) for n in out) else []
 
 
 def _installed_off(ctx: _Context) -> str | None:
