@@ -58,7 +58,7 @@ from instep.impact.upstream.release_diff import default_jobs
 from instep.impact.upstream.resolver import UpstreamResolver
 from instep.impact.upstream.sources import is_test_path
 from instep.impact.upstream.units import UpstreamSide, release_title
-from instep.impact.upstream.versions import snapshot_version
+from instep.impact.upstream.versions import snapshot_build, snapshot_version
 from instep.pyindex.cache import ContentCache
 
 T = TypeVar("T")
@@ -289,6 +289,14 @@ class _Analysis:
         self.roots = up.roots()
         self.new_version = snapshot_version(up.new, up.labels.get("new"))
         self.old_version = snapshot_version(up.old, up.labels.get("old"))
+        builds = snapshot_build(up.old), snapshot_build(up.new)
+        if None not in builds and builds[0] != builds[1]:
+            log.warning(
+                "the two upstreams are different builds (%s, then %s): what depends on the "
+                "build (torch.version.cuda, torch.version.hip) differs for that reason, not "
+                "the release; give two wheels of the same build (the same index URL)",
+                *builds,
+            )
         return raw
 
     def run(self) -> ImpactReport:
