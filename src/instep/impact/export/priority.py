@@ -59,6 +59,13 @@ OTHER_STAGE = 0.7
 # a rule that could not rule out a code change (breaking path unproven, replacement
 # that no longer fits, a caller that could not be checked) over one that did
 CODE_CHANGE_WEIGHT = {"unsure": 1.8, "yes": 1.8}
+# a place whose own code stands in for the changed upstream code and never calls it (an
+# override without super(), a patch or same-key registration that drops the original)
+# has to port the change itself: on the tuning pair (torch-npu 2.12.0 -> 2.13.0, rules of
+# 2026-12-04) such places were adapted 1.11x as often as the other places coupled by an
+# override, a monkey-patch or a registration (docs/validation/impact-adaptations.md
+# "Ranking study"). It mostly orders places the other weights tie.
+RULE_WEIGHT = {"override.replaces": 1.1, "patch.replaces": 1.1}
 LONG_PATH = 2  # inherited paths with this many hops or more (beyond the direct link) sink
 
 
@@ -109,6 +116,7 @@ def score(unit: Impact, coupling: Coupling) -> Scored:
         * COUPLING_WEIGHT.get(coupling.kind, 1.0)
         * STAGE_WEIGHT.get(stage, OTHER_STAGE)
         * CODE_CHANGE_WEIGHT.get(str(coupling.code_change), 1.0)
+        * RULE_WEIGHT.get(coupling.rule, 1.0)
         / (1 + hops)
     )
     note = change.deprecation if change is not None else ""
