@@ -312,21 +312,31 @@ def resolve_imported_flags(
                 made.append(replace(s, gate=replace(s.gate, predicate=pred)))
         if not made:
             continue
-        spans = sorted([*f.gate_spans, *made], key=lambda s: (s.start, -s.end))
-        new_gates = [s.gate for s in made]
-        old_at, new_at = GateLookup(f.gate_spans).at, GateLookup(spans).at
-
-        def regate(r, old_at=old_at, new_at=new_at, new_gates=new_gates):
-            g = new_at(r.line)
-            if g is None or g not in new_gates or (r.gate is not None and r.gate != old_at(r.line)):
-                return r  # not under an imported flag, or gated by its own fallback import
-            return replace(r, gate=g)
-
-        out[path] = replace(
-            f,
-            gate_spans=spans,
-            gates=[s.gate for s in spans],
-            references=[regate(r) for r in f.references],
-            pending=[regate(r) for r in f.pending],
-        )
+        out[path] = add_gate_spans(f, made)
     return out
+
+
+def add_gate_spans(
+    f: DownstreamFileIndex, made: list[GateSpan], listed: bool = True
+) -> DownstreamFileIndex:
+    """A copy of ``f`` with the spans ``made`` added to its ``gate_spans`` (and to its
+    ``gates``, the compat-debt list, when ``listed``), each carried by the references and
+    pending uses whose innermost gate it now is: not one that another gate of their own
+    already guards more closely (its own fallback import)."""
+    spans = sorted([*f.gate_spans, *made], key=lambda s: (s.start, -s.end))
+    new_gates = [s.gate for s in made]
+    old_at, new_at = GateLookup(f.gate_spans).at, GateLookup(spans).at
+
+    def regate(r):
+        g = new_at(r.line)
+        if g is None or g not in new_gates or (r.gate is not None and r.gate != old_at(r.line)):
+            return r
+        return replace(r, gate=g)
+
+    return replace(
+        f,
+        gate_spans=spans,
+        gates=[s.gate for s in spans] if listed else f.gates,
+        references=[regate(r) for r in f.references],
+        pending=[regate(r) for r in f.pending],
+    )

@@ -32,6 +32,7 @@ import zlib
 from array import array
 from dataclasses import replace
 
+from instep.impact.downstream.imported_flags import add_gate_spans
 from instep.impact.downstream.records import DownstreamFileIndex, GateSpan
 from instep.impact.downstream.version_gates import GateLookup
 from instep.impact.model import VersionGate
@@ -89,22 +90,8 @@ def inherit_install_gates(files: dict[str, DownstreamFileIndex]) -> dict[str, Do
         made = _derive(f, imported, [(p, o.name_hashes) for p, o in files.items() if p != path])
         if not made:
             continue
-        spans = sorted([*f.gate_spans, *made], key=lambda s: (s.start, -s.end))
-        new_gates = [s.gate for s in made]
-        old_at, new_at = GateLookup(f.gate_spans).at, GateLookup(spans).at
-
-        def regate(r, old_at=old_at, new_at=new_at, new_gates=new_gates):
-            g = new_at(r.line)
-            if g is None or g not in new_gates or (r.gate is not None and r.gate != old_at(r.line)):
-                return r
-            return replace(r, gate=g)
-
-        out[path] = replace(
-            f,
-            gate_spans=spans,
-            references=[regate(r) for r in f.references],
-            pending=[regate(r) for r in f.pending],
-        )
+        # not in ``gates``: the gate is listed once, where it is written (compat debt)
+        out[path] = add_gate_spans(f, made, listed=False)
     return out
 
 
