@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from .gitrepo import impact_of_commit
-from .test_version_helpers import HELPERS, IR_V1, IR_V2
+from .test_version_helpers import conditional_removed
 
 OVERRIDE = """\
 import functools
@@ -79,19 +78,8 @@ def use(node):
 
 @pytest.fixture(scope="module")
 def couplings(tmp_path_factory) -> dict[str, dict]:
-    version = '__version__ = "{}"\n'
-    doc = impact_of_commit(
-        tmp_path_factory.mktemp("installs"),
-        {"torch/version.py": version.format("2.13.0"), "torch/_inductor/ir.py": IR_V1},
-        {"torch/version.py": version.format("2.14.1"), "torch/_inductor/ir.py": IR_V2},
-        "[inductor] drop Conditional (#4)",
-        {
-            "torch_npu/utils/__init__.py": "",
-            "torch_npu/utils/torch_utils.py": HELPERS,
-            "torch_npu/env_override.py": OVERRIDE,
-            "torch_npu/other.py": OTHER,
-        },
-    )
+    downstream = {"torch_npu/env_override.py": OVERRIDE, "torch_npu/other.py": OTHER}
+    doc = conditional_removed(tmp_path_factory.mktemp("installs"), downstream)
     return {
         c["owner"]: c
         for u in doc["units"]

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from .gitrepo import impact_of_commit
-from .test_version_helpers import HELPERS, IR_V1, IR_V2, _by_owner
+from .test_version_helpers import _by_owner, conditional_removed
 
 PATCHES = """\
 from torch._inductor import ir
@@ -43,19 +42,8 @@ def patch_flag(flag):
 
 @pytest.fixture(scope="module")
 def got(tmp_path_factory) -> dict[str, tuple[str, str]]:
-    version = '__version__ = "{}"\n'
-    doc = impact_of_commit(
-        tmp_path_factory.mktemp("orgates"),
-        {"torch/version.py": version.format("2.13.0"), "torch/_inductor/ir.py": IR_V1},
-        {"torch/version.py": version.format("2.14.1"), "torch/_inductor/ir.py": IR_V2},
-        "[inductor] drop Conditional (#4)",
-        {
-            "torch_npu/utils/__init__.py": "",
-            "torch_npu/utils/torch_utils.py": HELPERS,
-            "torch_npu/patches.py": PATCHES,
-        },
-    )
-    return _by_owner(doc)
+    root = tmp_path_factory.mktemp("orgates")
+    return _by_owner(conditional_removed(root, {"torch_npu/patches.py": PATCHES}))
 
 
 @pytest.mark.parametrize("owner", ["patch_either_old", "patch_between"])

@@ -61,20 +61,27 @@ def model_config(config):
 """
 
 
-@pytest.fixture(scope="module")
-def doc(tmp_path_factory):
+def conditional_removed(root, downstream: dict[str, str]):
+    """The report of torch 2.13.0 -> 2.14.1 removing ``ir.Conditional``, on a downstream
+    with :data:`HELPERS` as ``torch_npu/utils/torch_utils.py`` and the files given."""
     version = '__version__ = "{}"\n'
     return impact_of_commit(
-        tmp_path_factory.mktemp("helpers"),
+        root,
         {"torch/version.py": version.format("2.13.0"), "torch/_inductor/ir.py": IR_V1},
         {"torch/version.py": version.format("2.14.1"), "torch/_inductor/ir.py": IR_V2},
         "[inductor] drop Conditional (#4)",
         {
             "torch_npu/utils/__init__.py": "",
             "torch_npu/utils/torch_utils.py": HELPERS,
-            "torch_npu/patches.py": PATCHES,
+            **downstream,
         },
     )
+
+
+@pytest.fixture(scope="module")
+def doc(tmp_path_factory):
+    root = tmp_path_factory.mktemp("helpers")
+    return conditional_removed(root, {"torch_npu/patches.py": PATCHES})
 
 
 def _by_owner(doc) -> dict[str, tuple[str, str]]:
