@@ -39,7 +39,7 @@ from instep.impact.downstream import forks, imported_flags, install_gates
 from instep.impact.downstream.ast_children import fields_of
 from instep.impact.downstream.c_shim_names import CShimNames
 from instep.impact.downstream.definitions import Definitions
-from instep.impact.downstream.handles import config_key
+from instep.impact.downstream.handles import config_key, handle_classes
 from instep.impact.downstream.imports import ImportUses
 from instep.impact.downstream.monkeypatches import MOCK_PATCHERS, Monkeypatches
 from instep.impact.downstream.op_refs import op_references
@@ -74,7 +74,7 @@ from instep.pyindex.signatures import call_shape
 
 log = logging.getLogger(__name__)
 
-FORMAT = "coupling-index-v20"  # bump when any cached class changes shape or content
+FORMAT = "coupling-index-v21"  # bump when any cached class changes shape or content
 MAX_FILE_BYTES = 8 * 1024 * 1024
 
 
@@ -223,13 +223,13 @@ class _Visitor(ImportUses, CShimNames, Definitions, Monkeypatches):
                 )
                 if fn_arg:
                     self.local_patches.append((idx, fn_arg))
-        fn, _ = self.resolve(func)
+        fn, via_handle = self.resolve(func)
         if type(fn) is str and fn in MOCK_PATCHERS:
             self.mock_patch(node, MOCK_PATCHERS[fn])
         if fn is not None and not (type(fn) is Local and fn.kind is LocalKind.CLASS):
             if self.is_up(fn):
                 self.note_call(fn)
-                self.note_use(fn, func, node)
+                self.note_use(fn, func, node, instance=via_handle and fn in handle_classes())
                 self.called.add(id(func))
                 ck = config_key(fn[: -len(".patch")] + ".x") if fn.endswith(".patch") else None
                 if ck is not None and ck[1] == "x":

@@ -29,6 +29,14 @@ def handles() -> dict[str, str]:
 
 
 @lru_cache(maxsize=1)
+def handle_classes() -> frozenset[str]:
+    """The classes the handles hold instances of: a chain that a handle rewrites to one of
+    these names an instance (``V.graph``), never the class object, so it never
+    constructs one."""
+    return frozenset(v for _, v in _data()[0])
+
+
+@lru_cache(maxsize=1)
 def _handle_map() -> dict[str, str]:
     return dict(_data()[0])
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ast
 
-from instep.impact.downstream.handles import apply_handles
+from instep.impact.downstream.handles import apply_handles, handle_classes
 from instep.impact.downstream.records import Local
 from instep.impact.downstream.scope import Scope, line_snippet
 from instep.impact.model import CouplingKind, Reference
@@ -61,16 +61,16 @@ class ImportUses(Scope):
             return
         if self.is_up(b):
             guarded = self.import_fallbacks.get((node.id, b))
-            b, _ = apply_handles(b)
+            b, via_handle = apply_handles(b)
             if guarded is not None:
                 self.uses_behind_fallback[(b, node.lineno)] = guarded
             self.use(b, node.lineno)
-            self.note_use(b, node)
+            self.note_use(b, node, instance=via_handle and b in handle_classes())
         elif self.is_own(b):
             self.pending_use(b, node.lineno)
 
     def v_Attribute(self, node: ast.Attribute) -> None:
-        dotted, _ = self.resolve(node)
+        dotted, via_handle = self.resolve(node)
         if dotted is None:
             if dotted_name(node) is None:
                 self.generic(node)
@@ -79,6 +79,6 @@ class ImportUses(Scope):
             return
         if self.is_up(dotted):
             self.use(dotted, node.lineno)
-            self.note_use(dotted, node)
+            self.note_use(dotted, node, instance=via_handle and dotted in handle_classes())
         elif self.is_own(dotted):
             self.pending_use(dotted, node.lineno)

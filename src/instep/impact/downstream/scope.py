@@ -333,17 +333,21 @@ class Scope(HotLines):
             )
         )
 
-    def note_use(self, target: str, node: ast.AST, call: ast.Call | None = None) -> None:
+    def note_use(
+        self, target: str, node: ast.AST, call: ast.Call | None = None, *, instance: bool = False
+    ) -> None:
         """Record how ``node`` uses ``target`` in the current place (def, class body or the
         module level): called (with ``call``'s shape), named in a type position (no effect
-        on calls), or otherwise (passed on: callers unknown)."""
+        on calls), or otherwise (passed on: callers unknown). An ``instance`` of the class
+        ``target`` (a handle: ``V.graph``) is used at run time but never calls the class:
+        passing it on or calling it constructs nothing."""
         if call is None and id(node) in self.called:
             return  # its call recorded the shape
         typed = call is None and (self.in_type > 0 or id(node) in self.type_nodes)
         places, owner = self.call_uses.setdefault(target, {}), self.owner()
         (self.typed_uses if typed else self.runtime_uses).add((target, owner))
         shapes = places.setdefault(owner, set())
-        if shapes is None or typed:
+        if shapes is None or typed or instance:
             return
         if call is not None:
             shapes.add(call_shape(call))

@@ -72,6 +72,7 @@ class Fact(Vocab):
     SUPER_CALL_BREAKS = "super_call_breaks", CONSTRUCTORS
     IMPORT_LINE = "import_line", FACTS
     MEMBER_NOT_NAMED = "member_not_named", FACTS
+    NEVER_CONSTRUCTED = "never_constructed", FACTS
     TOUCHES_OVERRIDE = "touches_override", FACTS
     ONLY_ANNOTATIONS = "only_annotations", FACTS
     TYPE_POSITION_ONLY = "type_position_only", REFERENCES

@@ -405,16 +405,21 @@ def dead_override_facts(
 
 
 def member_facts(
-    c: SymbolChange, member: str, names_in_file: Callable[[], Container[str]]
+    c: SymbolChange,
+    member: str,
+    names_in_file: Callable[[], Container[str]],
+    constructs: bool = True,
 ) -> frozenset[str]:
     """Facts of a class use whose ``member`` changed: calling the class calls its
-    ``__init__``; a member the file never names (``.member``, ``"member"``: the names
-    ``names_in_file()`` gives, read only when needed) is not called there, so a signature
-    change cannot break a call there, and a changed body runs only where upstream code
-    calls it. The other construction and call dunders (``__call__``, ``__new__``) are
-    called without being named, so they always count as named."""
+    ``__init__``, unless the place never calls the class (``constructs`` false: it only
+    holds an instance, ``V.graph``); a member the file never names (``.member``,
+    ``"member"``: the names ``names_in_file()`` gives, read only when needed) is not
+    called there, so a signature change cannot break a call there, and a changed body
+    runs only where upstream code calls it. The other construction and call dunders
+    (``__call__``, ``__new__``) are called without being named, so they always count as
+    named."""
     if member == "__init__":
-        return frozenset({Fact.CALLED_DIRECTLY})
+        return frozenset({Fact.CALLED_DIRECTLY if constructs else Fact.NEVER_CONSTRUCTED})
     if member in CONSTRUCTION:
         return frozenset()
     if member not in names_in_file():

@@ -177,6 +177,9 @@ class ReferencePass(JoinPass):
         # construction runs __new__/__init__/__post_init__, never a classmethod or
         # staticmethod (``C.create``), which only the class object reaches
         constructs_only = r.kind is CouplingKind.IMPORT_USE and bool(r.call_shapes)
+        # a use that never calls the class (it holds an instance: ``V.graph``) runs no
+        # __init__ of its own; an import line answers for its file, judged by the rules
+        constructs = not (r.detail == "use" and r.call_shapes == ())
         for amod, aqual in inputs.resolver.ancestors(module, qual):
             for i, c in inputs.changes.by_class.get(f"{amod}.{aqual}", []):
                 member = c.qualname.rsplit(".", 1)[-1]
@@ -204,7 +207,9 @@ class ReferencePass(JoinPass):
                             # calls of the class are calls of its __init__: each place is
                             # judged on its own calls; other members, one place per file
                             per_file=member != "__init__",
-                            extra=member_facts(c, member, lambda: inputs.names_in(r.path)),
+                            extra=member_facts(
+                                c, member, lambda: inputs.names_in(r.path), constructs
+                            ),
                         )
                     )
 
