@@ -63,6 +63,12 @@ def passes_the_class_on(factory=None):
     return make(factory or GraphLowering)
 
 
+class Holder:
+    def __init__(self, graph: GraphLowering):
+        super().__init__()
+        self.graph = graph
+
+
 def record(*args):
     return args
 
@@ -93,6 +99,8 @@ def verdicts(tmp_path_factory) -> dict[str, tuple[str, str, str]]:
 def test_a_place_that_only_holds_the_handle_calls_no_constructor(verdicts):
     assert verdicts["reads_handle"] == ("Test", "no", "signature.instance_only")
     assert verdicts["calls_handle_and_passes_it"] == ("Test", "no", "signature.instance_only")
+    # a parameter annotated with the class: it names __init__ (super's), calls no class
+    assert verdicts["Holder.__init__"] == ("Test", "no", "signature.instance_only")
 
 
 def test_a_place_that_constructs_the_class_is_judged_on_its_calls(verdicts):
