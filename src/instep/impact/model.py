@@ -167,6 +167,8 @@ class Reference:
     signature: str | None = None  # downstream replacement's signature (fork/override/patch)
     body_hash: str | None = None  # downstream replacement's normalised body hash
     calls_original: bool = False  # a patch/override that calls the upstream original/super()
+    # monkeypatch: the downstream def assigned ('path::qualname'), when it is one
+    replacement: str | None = None
     similarity: float | None = None  # forks: 0..1 against the best-matching upstream version
     matched_version: str | None = None  # forks: 'old' | 'new' (which upstream it matches best)
     gate: VersionGate | None = None

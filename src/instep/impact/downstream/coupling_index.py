@@ -74,7 +74,7 @@ from instep.pyindex.signatures import call_shape
 
 log = logging.getLogger(__name__)
 
-FORMAT = "coupling-index-v21"  # bump when any cached class changes shape or content
+FORMAT = "coupling-index-v22"  # bump when any cached class changes shape or content
 MAX_FILE_BYTES = 8 * 1024 * 1024
 
 

@@ -91,6 +91,7 @@ def apply_function(ref: Reference, fn: DownstreamFunction, where: str) -> Refere
         body_hash=fn.body_hash,
         calls_original=calls_orig,
         detail=f"{ref.detail} {where}".strip(),
+        replacement=where if ref.kind is CouplingKind.MONKEYPATCH else ref.replacement,
     )
 
 

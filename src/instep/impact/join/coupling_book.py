@@ -8,7 +8,9 @@ the place's gate that need the whole tree: an ``except ImportError`` branch the 
 upstream never runs or always runs (:class:`~instep.impact.join.facts.DeadFallback`), a
 fallback that fails too, a probe decided on both upstreams; and, for an override or patch
 that no longer fits, the breaking-path search (:mod:`~instep.impact.join.breaking_path`).
-It finds no coupling itself.
+A coupling that comes out Shim at a place that runs only under a switch off by default
+(:mod:`~instep.impact.join.switched_modules`) is decided again with ``off_by_default``:
+Test (``switch.off_by_default``). It finds no coupling itself.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from collections import defaultdict
 from instep.impact.join import breaking_path
 from instep.impact.join.fact_names import Fact
 from instep.impact.join.pass_api import Found, JoinInputs
+from instep.impact.join.switched_modules import SwitchedPlaces
 from instep.impact.join.verdicts import decide
-from instep.impact.model import Coupling, CouplingKind
+from instep.impact.model import Action, Coupling, CouplingKind
 
 
 class CouplingBook:
@@ -28,6 +31,7 @@ class CouplingBook:
     def __init__(self, inputs: JoinInputs) -> None:
         self.inputs = inputs
         self.out: dict[int, dict[tuple, Coupling]] = defaultdict(dict)
+        self._switched: SwitchedPlaces | None = None
 
     def add(self, found: Found) -> bool:
         """Decide and keep ``found`` unless a coupling with its key is kept already;
@@ -68,9 +72,30 @@ class CouplingBook:
             extra_facts=extra,
             evidence=evidence,
         )
+        why = self._switched_off(coupling, ref.path, ref.line, ref.owner)
+        if why:
+            coupling = kept[key] = decide(
+                change,
+                ref,
+                kind=k,
+                new_version=self.inputs.new_version,
+                chain=found.chain,
+                detail=found.detail,
+                extra_facts=extra | {Fact.OFF_BY_DEFAULT},
+                evidence=f"{coupling.evidence}; but the place runs only when a switch that is "
+                f"off by default is on ({why})",
+            )
         if found.problems:
             coupling.problems = list(found.problems)
         return True
+
+    def _switched_off(self, coupling: Coupling, path: str, line: int, owner) -> str:
+        """For a Shim, why its place runs only under a switch off by default, or ''."""
+        if coupling.action is not Action.SHIM:
+            return ""
+        if self._switched is None:
+            self._switched = SwitchedPlaces(self.inputs.installs)
+        return self._switched.off_by_default(path, line, owner)
 
     def _gate_facts(self, found: Found) -> tuple[frozenset[str], str]:
         """The pass's facts and evidence, with those of the place's gate added."""

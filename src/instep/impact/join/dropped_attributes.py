@@ -34,6 +34,7 @@ from collections.abc import Mapping, Sequence
 
 from instep.impact.join.fact_names import Fact
 from instep.impact.join.pass_api import Findings, Found, JoinInputs, JoinPass
+from instep.impact.join.patched_methods import PatchedMethod, patched_methods
 from instep.impact.join.skipped_init import (
     SkippedInit,
     _class_level,
@@ -150,8 +151,17 @@ class DroppedAttributes:
         self.lines_of = inputs.lines_of
         self.down = inputs.down
         self.down_trees = inputs.down_trees
+        self.inputs = inputs
         self.skipped = SkippedInit(self.resolver, inputs.calls.tree, self._down_tree, {})
         self.found: list[Found] = []
+
+    @property
+    def references(self) -> list[Reference]:
+        return self.inputs.references
+
+    @property
+    def installs(self):
+        return self.inputs.installs
 
     def _down_file(self, path: str) -> tuple[ast.Module | None, Sequence[str]]:
         try:
@@ -224,12 +234,50 @@ class DroppedAttributes:
         if not found:
             return self.found
         holders = self._holders()
+        patched = patched_methods(
+            self.references,
+            lambda dotted: self.resolver.class_of(self.resolver.resolve(dotted)),
+            self._down_tree,
+        )
         for i, u, c, dropped in found:
             cls_q = c.qualname.rsplit(".", 1)[0]
             for name, info, mro in holders.get((c.module, cls_q), ()):
                 for attr, (old_line, now) in dropped.items():
                     self._reads(i, u, c, name, info, mro, attr, old_line, now)
+            for cls, methods in patched.items():
+                mro = self.resolver.ancestors(*cls)
+                if (c.module, cls_q) not in mro:
+                    continue
+                for attr, (old_line, now) in dropped.items():
+                    self._patch_reads(i, c, mro, methods, attr, old_line, now)
         return self.found
+
+    def _patch_reads(self, i, c, mro, methods: list[PatchedMethod], attr, old_line, now) -> None:
+        """The couplings of the downstream defs installed on one upstream class (``mro``:
+        its new upstream MRO) and one dropped attribute: as :meth:`_reads`, the patches
+        standing for the class's methods; a patched ``__init__`` that sets it ends it."""
+        if self._upstream_gives(mro, attr) is not False:
+            return
+        stores = [m for m in methods if attr in _stores(m.node)]
+        if any(m.member in _SETTERS for m in stores):
+            return  # the downstream's own __init__ of the class sets it
+        upstream = self._upstream_text(c, mro, old_line, now)
+        for m in methods:
+            setters = [f"`{o.qualname}` ({o.path}:{o.node.lineno})" for o in stores if o is not m]
+            read = _read_of(m.node, attr, setters)
+            if read is None:
+                continue
+            line, how, facts = read
+            at = m.ref.at
+            if Fact.ATTRIBUTE_READ_PLAIN in facts and self.installs.off_by_default(
+                m.ref.path, m.ref.line, m.ref.owner
+            ):
+                how += f", but the patch ({at}) is installed only under a switch off by default"
+                facts = set()
+            how += f"; installed as `{m.member}` of `{mro[0][1]}` at {at}"
+            read = (line, how, facts | {Fact.PATCHED_METHOD})
+            found = self._found(i, c, m.path, m.qualname, attr, now, read, upstream, m.ref.gate)
+            self.found.append(found)
 
     def _reads(self, i, u, c, name, info, mro, attr, old_line, now) -> None:
         """The couplings of one downstream class and one dropped attribute."""
@@ -239,22 +287,30 @@ class DroppedAttributes:
         if found is None:
             return
         chain, setters = found
+        upstream = self._upstream_text(c, mro, old_line, now)
+        for cinfo, node in chain:
+            for fn in _methods(node):
+                read = _read_of(fn, attr, setters)
+                if read is not None:
+                    owner = f"{cinfo.qualname}.{fn.name}"
+                    self.found.append(
+                        self._found(i, c, cinfo.path, owner, attr, now, read, upstream)
+                    )
+
+    @staticmethod
+    def _upstream_text(c: SymbolChange, mro: list[UpClass], old_line: int, now) -> str:
+        """What upstream dropped, for the evidence."""
         cls_q, member = c.qualname.rsplit(".", 1)
         old_path = c.old.path if c.old is not None else c.path
         new_at = f"{c.new.path}:{c.new.line}" if c.new is not None else c.path
         gone = f"the new one ({new_at}) " + (
             f"sets `self.{now}` there instead" if now else "no longer sets it"
         )
-        upstream = (
+        return (
             f"the old `{cls_q}.{member}` set it ({old_path}:{old_line}), {gone}, and no class "
             f"of the new upstream MRO ({', '.join(f'`{q}`' for _, q in mro)}) sets it "
             "elsewhere"
         )
-        for cinfo, node in chain:
-            for fn in _methods(node):
-                read = _read_of(fn, attr, setters)
-                if read is not None:
-                    self.found.append(self._coupling(i, c, cinfo, fn, attr, now, read, upstream))
 
     def _chain(self, name: str, attr: str) -> tuple[list, list[str]] | None:
         """The downstream class ``name`` and its downstream bases, each with its tree, and
@@ -278,25 +334,26 @@ class DroppedAttributes:
                     setters.append(f"`{cinfo.qualname}.{fn.name}` ({cinfo.path}:{fn.lineno})")
         return chain, setters
 
-    def _coupling(self, i, c, cinfo, fn, attr, now, read, upstream: str) -> Found:
-        """The coupling of the method ``fn`` of the downstream class ``cinfo`` reading
-        ``attr`` (``read``: :func:`_read_of`); ``upstream`` says what upstream dropped."""
+    def _found(self, i, c, path, owner, attr, now, read, upstream: str, gate=None) -> Found:
+        """The coupling of the downstream def ``owner`` of ``path`` reading ``attr``
+        (``read``: :func:`_read_of`); ``upstream`` says what upstream dropped; ``gate``:
+        the version gate of a patch's installation."""
         line, how, facts = read
-        _, lines = self._down_file(cinfo.path)
+        _, lines = self._down_file(path)
         snippet = lines[line - 1].strip() if 0 < line <= len(lines) else ""
-        owner = f"{cinfo.qualname}.{fn.name}"
         detail = f"reads `self.{attr}`" + (f" (now `{now}`)" if now else "")
-        evidence = f"`{owner}` reads `self.{attr}` ({cinfo.path}:{line}) {how}; {upstream}" + (
+        evidence = f"`{owner}` reads `self.{attr}` ({path}:{line}) {how}; {upstream}" + (
             ": AttributeError" if Fact.ATTRIBUTE_READ_PLAIN in facts else ""
         )
         ref = Reference(
             CouplingKind.INHERITED_ATTRIBUTE,
             f"{c.module}.{c.qualname}",
-            cinfo.path,
+            path,
             line,
             snippet,
             detail=detail,
             owner=owner,
+            gate=gate,
         )
         return Found(
             i,

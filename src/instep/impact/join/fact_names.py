@@ -128,6 +128,8 @@ class Fact(Vocab):
     HOOK_CALL_REACHES = "hook_call_reaches", HOOKS
     HOOK_CALL_CONDITIONAL = "hook_call_conditional", HOOKS
     ATTRIBUTE_READ_PLAIN = "attribute_read_plain", "join/dropped_attributes.py"
+    PATCHED_METHOD = "patched_method", "join/dropped_attributes.py"
+    OFF_BY_DEFAULT = "off_by_default", "join/coupling_book.py"
 
 
 # Facts no rule reads, named one by one (a new one fails the test): the fallback facts are
