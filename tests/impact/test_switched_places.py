@@ -35,7 +35,14 @@ CONFIG = textwrap.dedent(
     """
     import os
 
-    dump_fx_graph = os.environ.get("INDUCTOR_ASCEND_DUMP_FX_GRAPH", "0") == "1"
+
+    class aot_inductor:  # a class as a namespace of settings, as torch-npu 2.8.0's
+        debug_kernel = os.environ.get("AOTI_ASCEND_DEBUG_KERNEL", False)
+
+
+    dump_fx_graph = (
+        os.environ.get("INDUCTOR_ASCEND_DUMP_FX_GRAPH", "0") == "1" or aot_inductor.debug_kernel
+    )
     """
 )
 INIT = textwrap.dedent(
@@ -66,6 +73,9 @@ USES = textwrap.dedent(
 
     def squeeze(dim):
         return V.graph.sizevars.evaluate_static_shape(dim)
+
+
+    STATIC = V.graph.sizevars.evaluate_static_shape
     """
 )
 DEBUG = textwrap.dedent(
@@ -113,18 +123,27 @@ def verdicts(tmp_path_factory) -> dict[str, tuple[str, str]]:
     unit = next(u for u in doc["units"] if u["pr"] == 12)
     out = {}
     for c in unit["couplings"]:
-        if c["upstream"].endswith("evaluate_static_shape") and c["owner"]:
+        if c["upstream"].endswith("evaluate_static_shape"):
             path = c["downstream"].split(":")[0].rsplit("/", 1)[-1]
-            out[f"{path}::{c['owner']}"] = (c["action"], c["rule"], c["evidence"])
+            out[f"{path}::{c['owner'] or '<module>'}"] = (c["action"], c["rule"], c["evidence"])
     return out
 
 
 def test_a_module_imported_only_under_a_switch_off_by_default_is_no_shim(verdicts):
-    action, rule, evidence = verdicts["lowering_fx.py::squeeze"]
+    action, rule, evidence = verdicts["lowering_fx.py::<module>"]
     assert (action, rule) == ("Test", "switch.off_by_default")
     assert "`torch_npu._inductor.lowering_fx` is imported only under `if " in evidence
     assert "npu_config.dump_fx_graph" in evidence
     # the module the else branch imports runs by default: still a Shim
+    assert verdicts["lowering.py::<module>"][:2] == ("Shim", "removed.breaks")
+
+
+def test_a_function_bound_only_through_an_import_under_the_switch_is_no_shim(verdicts):
+    # `register()` is called unconditionally, but the name is lowering_fx's only when
+    # the switch is on: the else branch binds lowering's
+    action, rule, evidence = verdicts["lowering_fx.py::squeeze"]
+    assert (action, rule) == ("Test", "switch.off_by_default")
+    assert "imported under `if npu_config.dump_fx_graph:`" in evidence
     assert verdicts["lowering.py::squeeze"][:2] == ("Shim", "removed.breaks")
 
 

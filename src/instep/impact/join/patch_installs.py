@@ -5,8 +5,11 @@ installed when that function runs. :meth:`PatchInstalls.off_by_default` says why
 only when someone turns a switch on, or answers '': the assignment sits in the body of an
 ``if`` whose test is off by default, or every call of the installing function does (in
 the caller's own body, or, up to :data:`DEPTH` levels, through callers that are
-themselves installed that way). A patch made at module level, in a class, in a function
-never called by name, or in one whose name is also passed around is not decided.
+themselves installed that way). A file that imports the function by name only under such
+a switch calls it only then, whatever the call's own place (``if dump_fx_graph: from
+.lowering_fx import f`` / ``else: from .lowering import f`` / ``f()``). A patch made at
+module level, in a class, in a function never called by name, or in one whose name is also
+passed around is not decided.
 
 "Off by default" is the value the test has when the process starts with no environment
 variable set and nothing changed by hand (:class:`SwitchValues`):
@@ -15,7 +18,9 @@ variable set and nothing changed by hand (:class:`SwitchValues`):
   import, at module level or inside the function) takes the value its one module-level
   assignment computes: ``os.environ.get("X", False)``, ``os.getenv("X")`` give their
   default, ``== "1"``, ``in (...)``, ``not``, ``and``/``or``, ``bool()``/``int()``/``str()``
-  and ``.lower()`` are evaluated, another name is followed; a name assigned twice in its
+  and ``.lower()`` are evaluated, another name is followed, and so is an attribute of a
+  module-level class that serves as a namespace of settings (torch-npu 2.8.0's
+  ``class aot_inductor: debug_kernel = os.environ.get(…)``); a name assigned twice in its
   module, written by any downstream file (``.name = ``, ``setattr(…, "name", …)``,
   ``{"name": …}``) or read from anything else is not decided;
 * an upstream config attribute (``torch._inductor.config.x``, ``config.trace.enabled``)
@@ -193,8 +198,28 @@ class SwitchValues:
             cur = cur.value
         if not isinstance(cur, ast.Name):
             return _UNKNOWN
-        head = self._imports(path, scope).get(cur.id, cur.id)
+        imported = self._imports(path, scope).get(cur.id)
+        if imported is None and len(parts) == 1 and not _local(scope, cur.id):
+            own = self._class_attribute(self.tree(path), cur.id, parts[0], path, hops)
+            if own is not None:
+                return own  # a class of this module used as a namespace of settings
+        head = imported or cur.id
         return self._dotted(".".join([head, *reversed(parts)]), hops + 1)
+
+    def _class_attribute(
+        self, tree: ast.Module | None, cls: str, attr: str, path: str, hops: int
+    ) -> object | None:
+        """The value of ``cls.attr`` for a module-level class ``cls`` of ``tree`` that
+        binds ``attr`` once in its body (``class aot_inductor: debug_kernel = os.environ
+        .get(…)``), ``_UNKNOWN`` when written elsewhere; None when ``cls`` is no such class."""
+        body = tree.body if tree is not None else []
+        node = next((n for n in body if isinstance(n, ast.ClassDef) and n.name == cls), None)
+        if node is None or tree is None:
+            return None
+        bound = _bindings_in(node.body, attr)
+        if not bound or self.written(attr):
+            return _UNKNOWN
+        return self.value(bound, path, tree, hops + 1)  # type: ignore[arg-type]
 
     def _dotted(self, dotted: str, hops: int) -> object:
         """The value of the module attribute ``dotted`` (downstream or upstream)."""
@@ -203,6 +228,9 @@ class SwitchValues:
             module, rest = ".".join(parts[:i]), parts[i:]
             down = self._module_path(module)
             if down is not None:
+                if len(rest) == 2:  # a class of the module used as a namespace
+                    got = self._class_attribute(self.tree(down), rest[0], rest[1], down, hops)
+                    return _UNKNOWN if got is None else got
                 if len(rest) != 1:
                     return _UNKNOWN
                 tree = self.tree(down)
@@ -465,12 +493,40 @@ class PatchInstalls:
             tree = self.tree(p)
             if p != path and tree is not None and _def_of(tree, name) is not None:
                 continue  # another module's own function of that name
+            through = self._imported_off(p, name, module_of(path)) if p != path else None
+            if through:
+                whys.append(through)  # its calls reach this def only through that import
+                continue
             got = self._calls_in(p, name, depth)
             if got is None:
                 return ""
             whys.extend(got)
         self._memo[key] = whys[0] if whys else ""
         return self._memo[key]
+
+    def _imported_off(self, path: str, name: str, module: str) -> str | None:
+        """Why every ``from <module> import name`` of the file ``path`` sits under a
+        switch off by default (so the file's calls of ``name`` reach ``module``'s def
+        only when it is on: ``if dump_fx_graph: from .lowering_fx import f / else: from
+        .lowering import f``), '' when one does not, None when the file imports no
+        ``name`` from ``module``."""
+        tree = self.tree(path)
+        if tree is None:
+            return None
+        package = module_of(path) if path.endswith("__init__.py") else None
+        base = package or module_of(path).rpartition(".")[0]
+        whys = []
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom) or _absolute(node, base) != module:
+                continue
+            if not any(a.name == name and a.asname is None for a in node.names):
+                continue
+            scope = _enclosing_function(node, self.parents(path)) or tree
+            why = self._guard(node, path, scope)
+            if not why:
+                return ""
+            whys.append(f"imported {why}")
+        return whys[0] if whys else None
 
     def _calls_in(self, path: str, name: str, depth: int) -> list[str] | None:
         """The reason each call of ``name`` in ``path`` (or assignment of it onto an

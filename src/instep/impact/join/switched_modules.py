@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import ast
 
-from instep.impact.join.patch_installs import PatchInstalls, _enclosing_function
+from instep.impact.join.patch_installs import PatchInstalls, _absolute, _enclosing_function
 from instep.pyindex.model import module_of
 
 DEPTH = 3  # how many importing modules up a module loaded only under a switch is followed
@@ -95,24 +95,11 @@ class SwitchedPlaces:
                 ):
                     out.append((p, node))
                 elif isinstance(node, ast.ImportFrom):
-                    base = _absolute(p, node)
+                    here = module_of(p)
+                    package = here if p.endswith("__init__.py") else here.rpartition(".")[0]
+                    base = _absolute(node, package)
                     if base == module or (
                         base == parent and any(a.name == last for a in node.names)
                     ):
                         out.append((p, node))
         return out
-
-
-def _absolute(path: str, node: ast.ImportFrom) -> str | None:
-    """The absolute module an ``ImportFrom`` of the file ``path`` reads from."""
-    if not node.level:
-        return node.module
-    here = module_of(path)
-    package = here if path.endswith("__init__.py") else here.rpartition(".")[0]
-    parts = package.split(".") if package else []
-    if node.level - 1 > len(parts):
-        return None
-    parts = parts[: len(parts) - (node.level - 1)]
-    if node.module:
-        parts.append(node.module)
-    return ".".join(parts) or None
