@@ -24,6 +24,7 @@ is real when the switch is on, so the place is Test (``switch.off_by_default``).
 from __future__ import annotations
 
 import ast
+import re
 
 from instep.impact.join.patch_installs import PatchInstalls, _absolute, _enclosing_function
 from instep.pyindex.model import module_of
@@ -37,6 +38,7 @@ class SwitchedPlaces:
     def __init__(self, installs: PatchInstalls) -> None:
         self.installs = installs
         self._modules: dict[str, str] = {}
+        self._lines: dict[str, dict[str, set[int]]] | None = None
 
     def off_by_default(self, path: str, line: int, owner: str | None) -> str:
         """Why the statement at ``path:line`` (in the def ``owner``) runs only under a
@@ -79,27 +81,64 @@ class SwitchedPlaces:
         return f"from {path}, whose {up}" if up else ""
 
     def _imports_of(self, module: str) -> list[tuple[str, ast.stmt]]:
-        """The import statements of the downstream tree that load ``module``."""
+        """The import statements of the downstream tree that load ``module``: the lines
+        the text index names (:func:`import_lines`), each confirmed in its file's tree."""
+        if self._lines is None:
+            self._lines = import_lines(self.installs.texts())
         parent, _, last = module.rpartition(".")
-        raw = last.encode()
         out: list[tuple[str, ast.stmt]] = []
-        for p, text in self.installs.texts().items():
-            if raw not in text:
-                continue
+        for p, lines in self._lines.get(last, {}).items():
             tree = self.installs.tree(p)
             if tree is None:
                 continue
-            for node in ast.walk(tree):
+            here = module_of(p)
+            package = here if p.endswith("__init__.py") else here.rpartition(".")[0]
+            for node in _statements(tree):
+                if node.lineno not in lines:
+                    continue
                 if isinstance(node, ast.Import) and any(
                     a.name == module or a.name.startswith(module + ".") for a in node.names
                 ):
                     out.append((p, node))
                 elif isinstance(node, ast.ImportFrom):
-                    here = module_of(p)
-                    package = here if p.endswith("__init__.py") else here.rpartition(".")[0]
                     base = _absolute(node, package)
                     if base == module or (
                         base == parent and any(a.name == last for a in node.names)
                     ):
                         out.append((p, node))
         return out
+
+
+def _statements(tree: ast.Module):
+    """Every statement of a module, nested ones too (expressions are not visited)."""
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            for child in getattr(node, field, None) or ():
+                if isinstance(child, ast.stmt):
+                    yield child
+                stack.append(child)
+
+
+_FROM = re.compile(rb"(?m)^[ \t]*from[ \t]+([.\w]+)[ \t]+import[ \t]*(\([^)]*\)|[^\n]*)")
+_IMPORT = re.compile(rb"(?m)^[ \t]*import[ \t]+([^\n]+)")
+_WORD = re.compile(rb"[A-Za-z_]\w*")
+
+
+def import_lines(texts: dict[str, bytes]) -> dict[str, dict[str, set[int]]]:
+    """Name -> file -> the lines of import statements that name it, as a module's last
+    part or an imported name, read from the text (comments and strings may give a line
+    no tree confirms; a statement split with backslashes is missed). One regex pass over
+    the texts: parsing every file to find a few imports costs seconds and memory."""
+    out: dict[str, dict[str, set[int]]] = {}
+    for path, text in texts.items():
+        if b"import" not in text:
+            continue
+        for m in (*_FROM.finditer(text), *_IMPORT.finditer(text)):
+            line = text.count(b"\n", 0, m.start()) + 1
+            for word in _WORD.findall(m.group(0)):
+                name = word.decode()
+                if name not in ("from", "import", "as"):
+                    out.setdefault(name, {}).setdefault(path, set()).add(line)
+    return out
