@@ -24,12 +24,21 @@ def _couplings(doc: dict, symbol: str) -> list[dict]:
     return [c for u in doc["units"] for c in u["couplings"] if c["upstream"] == symbol]
 
 
-def test_expand_lowering_is_shim_in_both_forks(release_doc):
+def test_expand_lowering_is_shim_where_it_runs_by_default(release_doc):
     cs = _couplings(release_doc, "torch/_inductor/lowering.py::expand")
     shims = {c["downstream"].split(":")[0] for c in cs if c["action"] == "Shim"}
-    assert "torch_npu/_inductor/lowering_fx.py" in shims
-    assert "torch_npu/_inductor/ascend_npu_ir/ascend_npu_ir/npu/inductor_patch/lowering.py" in shims
+    assert shims == {
+        "torch_npu/_inductor/ascend_npu_ir/ascend_npu_ir/npu/inductor_patch/lowering.py"
+    }
     assert any("implicit" in c["detail"] for c in cs if c["action"] == "Shim")
+    # seed 001's second fork is loaded only under the dump_fx_graph debug switch (#31: a
+    # debug path is no Shim): Test, high, the switch named (docs/impact.md, Calibration)
+    fx = [c for c in cs if c["downstream"] == "torch_npu/_inductor/lowering_fx.py:1345"]
+    assert [(c["action"], c["risk"], c["rule"]) for c in fx] == [
+        ("Test", "high", "switch.off_by_default")
+    ]
+    assert "`if npu_config.dump_fx_graph:`" in fx[0]["evidence"]
+    assert "implicit" in fx[0]["evidence"]
 
 
 def test_expand_unit_verdict(release_doc):
