@@ -62,32 +62,30 @@ class CouplingBook:
                 inputs.changes,
             )
             extra, evidence = extra | {path.kind}, path.text
-        coupling = kept[key] = decide(
-            change,
-            ref,
-            kind=k,
+        coupling = self._decide(found, k, extra, evidence)
+        why = self._switched_off(coupling, ref.path, ref.line, ref.owner)
+        if why:  # the same decision, with the switch as a fact
+            evidence = (
+                f"{coupling.evidence}; but the place runs only when a switch that is off by "
+                f"default is on ({why})"
+            )
+            coupling = self._decide(found, k, extra | {Fact.OFF_BY_DEFAULT}, evidence)
+        kept[key] = coupling
+        if found.problems:
+            coupling.problems = list(found.problems)
+        return True
+
+    def _decide(self, found: Found, kind: CouplingKind, extra, evidence: str) -> Coupling:
+        return decide(
+            found.change,
+            found.ref,
+            kind=kind,
             new_version=self.inputs.new_version,
             chain=found.chain,
             detail=found.detail,
             extra_facts=extra,
             evidence=evidence,
         )
-        why = self._switched_off(coupling, ref.path, ref.line, ref.owner)
-        if why:
-            coupling = kept[key] = decide(
-                change,
-                ref,
-                kind=k,
-                new_version=self.inputs.new_version,
-                chain=found.chain,
-                detail=found.detail,
-                extra_facts=extra | {Fact.OFF_BY_DEFAULT},
-                evidence=f"{coupling.evidence}; but the place runs only when a switch that is "
-                f"off by default is on ({why})",
-            )
-        if found.problems:
-            coupling.problems = list(found.problems)
-        return True
 
     def _switched_off(self, coupling: Coupling, path: str, line: int, owner) -> str:
         """For a Shim, why its place runs only under a switch off by default, or ''."""
