@@ -10,6 +10,8 @@ knows what a node means.
 from __future__ import annotations
 
 import ast
+from collections import deque
+from collections.abc import Iterator
 
 LEAF_FIELDS = frozenset({"ctx", "op", "ops"})
 _FIELDS: dict[type, tuple[str, ...]] = {}
@@ -34,3 +36,18 @@ def children(node: ast.AST) -> list[ast.AST]:
         elif isinstance(value, list):
             out.extend([item for item in value if isinstance(item, ast.AST)])
     return out
+
+
+_BODIES = ("body", "handlers", "orelse", "finalbody", "cases")
+
+
+def statements(node: ast.AST) -> Iterator[ast.stmt]:
+    """Every statement under ``node``, breadth first through statement bodies (in the order
+    ``ast.walk`` gives them) without visiting an expression node."""
+    todo: deque[ast.AST] = deque([node])
+    while todo:
+        cur = todo.popleft()
+        if isinstance(cur, ast.stmt) and cur is not node:
+            yield cur
+        for field in _BODIES:
+            todo.extend(getattr(cur, field, None) or ())

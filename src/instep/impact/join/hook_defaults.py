@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import ast
 import re
-from collections import OrderedDict, defaultdict, deque
+from collections import OrderedDict, defaultdict
 
+from instep.impact.downstream.ast_children import statements
 from instep.impact.join.call_conditions import on_backend
 from instep.impact.join.hook_reads import cut, early_exit
 from instep.impact.join.skipped_init import SkippedInit, unconditional_self_reads
@@ -24,7 +25,6 @@ from instep.impact.upstream.resolver import UpstreamResolver
 UpClass = tuple[str, str]  # (module, class qualname) in the new upstream
 
 # the fields of a node that hold statements (a def is found only there)
-_BODIES = frozenset({"body", "handlers", "orelse", "finalbody", "cases"})
 # how many files' defs by name are kept: they hold most of each file's tree (their bodies)
 _DEF_FILES = 4
 
@@ -159,14 +159,9 @@ class UpstreamDefaults:
                 # breadth first through statement bodies only (a def is a statement), so
                 # in the order of ast.walk without visiting every expression node
                 defs: dict[str, list] = defaultdict(list)
-                todo = deque([tree])
-                while todo:
-                    node = todo.popleft()
+                for node in statements(tree):
                     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                         defs[node.name].append(node)
-                    for field in node._fields:
-                        if field in _BODIES:
-                            todo.extend(getattr(node, field))
                 self._defs[path] = defs
                 if len(self._defs) > _DEF_FILES:  # the defs hold the file's tree: drop the oldest
                     self._defs.popitem(last=False)

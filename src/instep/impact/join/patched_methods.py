@@ -22,6 +22,7 @@ import ast
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from instep.impact.join.skipped_init import find_def
 from instep.impact.model import CouplingKind, Reference
 
 UpClass = tuple[str, str]
@@ -36,28 +37,6 @@ class PatchedMethod:
     qualname: str  # the def's qualname in it
     member: str  # the name it is installed under
     node: ast.FunctionDef | ast.AsyncFunctionDef
-
-
-def find_def(
-    tree: ast.Module | None, qualname: str
-) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    """The def ``a.b.c`` of a module (classes and enclosing defs followed)."""
-    body: list[ast.stmt] = tree.body if tree is not None else []
-    node: ast.AST | None = None
-    for part in qualname.split("."):
-        node = next(
-            (
-                s
-                for s in body
-                if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                and s.name == part
-            ),
-            None,
-        )
-        if node is None:
-            return None
-        body = node.body  # type: ignore[attr-defined]
-    return node if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
 
 
 def _takes_self(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

@@ -119,16 +119,32 @@ def _methods(cls: ast.ClassDef) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
     return [s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
 
 
-def find_class(tree: ast.Module | None, qualname: str) -> ast.ClassDef | None:
-    """The class ``A.B`` of a module (nested classes followed)."""
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _named(tree: ast.Module | None, qualname: str, through: tuple[type, ...]):
+    """The statement ``a.b.c`` of a module, each part one of ``through`` named so."""
     body = tree.body if tree is not None else []
     node = None
     for part in qualname.split("."):
-        node = next((s for s in body if isinstance(s, ast.ClassDef) and s.name == part), None)
+        node = next((s for s in body if isinstance(s, through) and s.name == part), None)
         if node is None:
             return None
         body = node.body
     return node
+
+
+def find_class(tree: ast.Module | None, qualname: str) -> ast.ClassDef | None:
+    """The class ``A.B`` of a module (nested classes followed)."""
+    return _named(tree, qualname, (ast.ClassDef,))
+
+
+def find_def(
+    tree: ast.Module | None, qualname: str
+) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The def ``a.b.c`` of a module (classes and enclosing defs followed)."""
+    node = _named(tree, qualname, _DEFS)
+    return node if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
 
 
 def _base_inits(init: ast.AST) -> tuple[bool, list[tuple[str, int]]]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 import re
 
+from instep.impact.downstream.ast_children import statements
 from instep.impact.join.patch_installs import PatchInstalls, _absolute, _enclosing_function
 from instep.pyindex.model import module_of
 
@@ -93,7 +94,7 @@ class SwitchedPlaces:
                 continue
             here = module_of(p)
             package = here if p.endswith("__init__.py") else here.rpartition(".")[0]
-            for node in _statements(tree):
+            for node in statements(tree):
                 if node.lineno not in lines:
                     continue
                 if isinstance(node, ast.Import) and any(
@@ -107,18 +108,6 @@ class SwitchedPlaces:
                     ):
                         out.append((p, node))
         return out
-
-
-def _statements(tree: ast.Module):
-    """Every statement of a module, nested ones too (expressions are not visited)."""
-    stack: list[ast.AST] = [tree]
-    while stack:
-        node = stack.pop()
-        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
-            for child in getattr(node, field, None) or ():
-                if isinstance(child, ast.stmt):
-                    yield child
-                stack.append(child)
 
 
 _FROM = re.compile(rb"(?m)^[ \t]*from[ \t]+([.\w]+)[ \t]+import[ \t]*(\([^)]*\)|[^\n]*)")
