@@ -51,6 +51,7 @@ INIT = textwrap.dedent(
     from . import debug
 
     if npu_config.dump_fx_graph:
+        from . import lowering_dyn
         from .lowering_fx import register
     else:
         from .lowering import register
@@ -91,6 +92,13 @@ DEBUG = textwrap.dedent(
         return V.graph.sizevars.evaluate_static_shape(1)
     """
 )
+PLUGINS = textwrap.dedent(
+    """
+    import importlib
+
+    DYN = importlib.import_module("torch_npu._inductor.lowering_dyn")
+    """
+)
 VIRTUALIZED = textwrap.dedent(
     """
     class _V:
@@ -118,6 +126,9 @@ def verdicts(tmp_path_factory) -> dict[str, tuple[str, str]]:
             "torch_npu/_inductor/lowering_fx.py": USES,
             "torch_npu/_inductor/lowering.py": USES,
             "torch_npu/_inductor/debug.py": DEBUG,
+            # imported under the switch, and by a string where nothing guards it
+            "torch_npu/_inductor/lowering_dyn.py": USES,
+            "torch_npu/_inductor/plugins.py": PLUGINS,
         },
     )
     unit = next(u for u in doc["units"] if u["pr"] == 12)
@@ -136,6 +147,11 @@ def test_a_module_imported_only_under_a_switch_off_by_default_is_no_shim(verdict
     assert "npu_config.dump_fx_graph" in evidence
     # the module the else branch imports runs by default: still a Shim
     assert verdicts["lowering.py::<module>"][:2] == ("Shim", "removed.breaks")
+
+
+def test_a_module_also_loaded_by_a_string_is_not_decided(verdicts):
+    # importlib names it outside any import statement: another way in may hide there
+    assert verdicts["lowering_dyn.py::<module>"][:2] == ("Shim", "removed.breaks")
 
 
 def test_a_function_bound_only_through_an_import_under_the_switch_is_no_shim(verdicts):

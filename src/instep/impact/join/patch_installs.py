@@ -173,7 +173,7 @@ class SwitchValues:
                     local = a.asname or a.name.split(".", 1)[0]
                     got.setdefault(local, set()).add(a.name if a.asname else local)
             elif isinstance(node, ast.ImportFrom):
-                mod = _absolute(node, base)
+                mod = absolute_module(node, base)
                 for a in node.names:
                     got.setdefault(a.asname or a.name, set()).add(f"{mod}.{a.name}")
         return {k: next(iter(v)) for k, v in got.items() if len(v) == 1}
@@ -283,7 +283,7 @@ class _UpstreamValues(SwitchValues):
         return _UNKNOWN
 
 
-def _absolute(node: ast.ImportFrom, base: str) -> str:
+def absolute_module(node: ast.ImportFrom, base: str) -> str:
     if not node.level:
         return node.module or ""
     parts = base.split(".")
@@ -426,13 +426,13 @@ class PatchInstalls:
         if fn is None:
             return ""  # a method or a class body: who runs it is not followed here
         stmt = next((n for n in ast.walk(fn) if isinstance(n, ast.stmt) and n.lineno == line), None)
-        why = self._guard(stmt, path, fn) if stmt is not None else ""
-        return why or self._calls_off(path, top, 0)
+        why = self.guard(stmt, path, fn) if stmt is not None else ""
+        return why or self.calls_off(path, top, 0)
 
     def called_on_path(self, name: str) -> bool:
         """Does the downstream call ``name`` (``name(...)``, ``x.name(...)``) anywhere but
         in functions that run only under a switch off by default (called there, or
-        installed there as a patch: :meth:`_calls_off`)?"""
+        installed there as a patch: :meth:`calls_off`)?"""
         if name not in self._called:
             self._called[name] = self._calls_anywhere(name)
         return self._called[name]
@@ -452,20 +452,20 @@ class PatchInstalls:
                 )
                 if not hit:
                     continue
-                fn = _enclosing_function(node, parents)
+                fn = enclosing_function(node, parents)
                 if fn is None or parents.get(fn) is not tree:
                     return True  # module level, or a method: runs when loaded or called
-                if not (self._guard(node, path, tree) or self._calls_off(path, fn.name, 0)):
+                if not (self.guard(node, path, tree) or self.calls_off(path, fn.name, 0)):
                     return True
         return False
 
-    def _guard(self, node: ast.AST, path: str, scope: ast.AST) -> str:
+    def guard(self, node: ast.AST, path: str, scope: ast.AST) -> str:
         """The off-by-default ``if`` of ``scope`` whose body holds ``node``, said, or ''."""
         parents = self.parents(path)
         child, cur = node, parents.get(node)
         while cur is not None and cur is not scope:
             if isinstance(cur, ast.If) and child in cur.body:
-                where = _enclosing_function(cur, parents) or scope
+                where = enclosing_function(cur, parents) or scope
                 v = self.switches.value(cur.test, path, where)
                 if v is not _UNKNOWN and not v:
                     return (
@@ -475,7 +475,7 @@ class PatchInstalls:
             child, cur = cur, parents.get(cur)
         return ""
 
-    def _calls_off(self, path: str, name: str, depth: int) -> str:
+    def calls_off(self, path: str, name: str, depth: int) -> str:
         """Why every call of the module function ``name`` of ``path`` runs only under an
         off-by-default switch, or ''."""
         key = (path, name)
@@ -517,12 +517,12 @@ class PatchInstalls:
         base = package or module_of(path).rpartition(".")[0]
         whys = []
         for node in ast.walk(tree):
-            if not isinstance(node, ast.ImportFrom) or _absolute(node, base) != module:
+            if not isinstance(node, ast.ImportFrom) or absolute_module(node, base) != module:
                 continue
             if not any(a.name == name and a.asname is None for a in node.names):
                 continue
-            scope = _enclosing_function(node, self.parents(path)) or tree
-            why = self._guard(node, path, scope)
+            scope = enclosing_function(node, self.parents(path)) or tree
+            why = self.guard(node, path, scope)
             if not why:
                 return ""
             whys.append(f"imported {why}")
@@ -551,12 +551,12 @@ class PatchInstalls:
                 return None
             if not (patch or (isinstance(call, ast.Call) and call.func is node)):
                 return None  # passed on: who calls it is not followed
-            why = self._guard(call, path, tree)  # type: ignore[arg-type]
+            why = self.guard(call, path, tree)  # type: ignore[arg-type]
             if not why:
-                caller = _enclosing_function(call, parents)  # type: ignore[arg-type]
+                caller = enclosing_function(call, parents)  # type: ignore[arg-type]
                 if caller is None or parents.get(caller) is not tree:
                     return None  # module level, or a method: runs whenever loaded
-                why = self._calls_off(path, caller.name, depth + 1)
+                why = self.calls_off(path, caller.name, depth + 1)
                 if why:
                     why = f"through `{caller.name}`, {why}"
             if not why:
@@ -565,7 +565,7 @@ class PatchInstalls:
         return out
 
 
-def _enclosing_function(node: ast.AST, parents: dict[ast.AST, ast.AST]):
+def enclosing_function(node: ast.AST, parents: dict[ast.AST, ast.AST]):
     cur = parents.get(node)
     while cur is not None:
         if isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef)):

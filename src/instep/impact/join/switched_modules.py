@@ -15,10 +15,12 @@ means and holds the trees):
   ``INDUCTOR_ASCEND_DUMP_FX_GRAPH`` debug switch, default off), and the same name from
   ``lowering`` otherwise.
 
-A module nobody imports by name (an entry point, a plugin loaded by a string), a package's
-``__init__`` (loaded with any of its submodules) and a module imported in a method or a
-class body are not decided. The coupling book asks this of a would-be Shim only: the break
-is real when the switch is on, so the place is Test (``switch.off_by_default``).
+A module nobody imports by name (an entry point), a package's ``__init__`` (loaded with
+any of its submodules), a module imported in a method or a class body, and one named on a
+line beside the word ``import`` outside any import statement (``importlib.import_module``,
+``__import__``, a comment: another way of loading it may hide there) are not decided.
+The coupling book asks this of a would-be Shim only: the break is real when the switch is
+on, so the place is Test (``switch.off_by_default``).
 """
 
 from __future__ import annotations
@@ -27,7 +29,11 @@ import ast
 import re
 
 from instep.impact.downstream.ast_children import statements
-from instep.impact.join.patch_installs import PatchInstalls, _absolute, _enclosing_function
+from instep.impact.join.patch_installs import (
+    PatchInstalls,
+    absolute_module,
+    enclosing_function,
+)
 from instep.pyindex.model import module_of
 
 DEPTH = 3  # how many importing modules up a module loaded only under a switch is followed
@@ -38,52 +44,63 @@ class SwitchedPlaces:
 
     def __init__(self, installs: PatchInstalls) -> None:
         self.installs = installs
-        self._modules: dict[str, str] = {}
+        # (module path, depth) -> why: an answer cut short at DEPTH is kept apart from the
+        # full one, so the order of the questions never changes an answer
+        self._modules: dict[tuple[str, int], str] = {}
+        self._visiting: set[str] = set()  # the modules being answered (an import cycle)
         self._lines: dict[str, dict[str, set[int]]] | None = None
 
     def off_by_default(self, path: str, line: int, owner: str | None) -> str:
         """Why the statement at ``path:line`` (in the def ``owner``) runs only under a
         switch off by default, or ''."""
-        why = self.installs.off_by_default(path, line, owner) if owner else ""
-        return why or self.module_off(path)
+        return self.installs.off_by_default(path, line, owner) or self.module_off(path)
 
     def module_off(self, path: str, depth: int = 0) -> str:
         """Why the module ``path`` is loaded only under a switch off by default, or ''."""
-        if path in self._modules:
-            return self._modules[path]
-        self._modules[path] = ""  # a cycle decides nothing
-        if depth >= DEPTH or path.endswith("__init__.py"):
-            return ""
+        key = (path, depth)
+        if key not in self._modules:
+            if depth >= DEPTH or path in self._visiting or path.endswith("__init__.py"):
+                return ""  # too far up, a cycle, or loaded with any submodule
+            self._visiting.add(path)
+            try:
+                self._modules[key] = self._module_off(path, depth)
+            finally:
+                self._visiting.discard(path)
+        return self._modules[key]
+
+    def _module_off(self, path: str, depth: int) -> str:
         module = module_of(path)
+        imports = self._imports_of(module)
         whys = []
-        for p, node in self._imports_of(module):
+        for p, node in imports or ():
             why = self._import_off(p, node, depth)
             if not why:
                 return ""
             whys.append(why)
-        self._modules[path] = f"`{module}` is imported only {whys[0]}" if whys else ""
-        return self._modules[path]
+        return f"`{module}` is imported only {whys[0]}" if whys else ""
 
     def _import_off(self, path: str, node: ast.stmt, depth: int) -> str:
         installs = self.installs
         tree = installs.tree(path)
         if tree is None:
             return ""
-        why = installs._guard(node, path, tree)
+        why = installs.guard(node, path, tree)
         if why:
             return why
-        fn = _enclosing_function(node, installs.parents(path))
+        fn = enclosing_function(node, installs.parents(path))
         if fn is not None:
             if installs.parents(path).get(fn) is not tree:
                 return ""  # a method or a nested def: who runs it is not followed
-            why = installs._guard(node, path, fn) or installs._calls_off(path, fn.name, 0)
+            why = installs.guard(node, path, fn) or installs.calls_off(path, fn.name, 0)
             return f"in `{fn.name}`, {why}" if why else ""
         up = self.module_off(path, depth + 1)  # at module level: loaded with its module
         return f"from {path}, whose {up}" if up else ""
 
-    def _imports_of(self, module: str) -> list[tuple[str, ast.stmt]]:
-        """The import statements of the downstream tree that load ``module``: the lines
-        the text index names (:func:`import_lines`), each confirmed in its file's tree."""
+    def _imports_of(self, module: str) -> list[tuple[str, ast.stmt]] | None:
+        """The import statements of the downstream tree that load ``module``, or None when
+        a line naming it beside the word ``import`` lies in no import statement (a
+        ``importlib.import_module("…")``, ``__import__``, a comment): another way of
+        loading it may hide there, so nothing is decided."""
         if self._lines is None:
             self._lines = import_lines(self.installs.texts())
         parent, _, last = module.rpartition(".")
@@ -91,43 +108,51 @@ class SwitchedPlaces:
         for p, lines in self._lines.get(last, {}).items():
             tree = self.installs.tree(p)
             if tree is None:
-                continue
+                return None
             here = module_of(p)
             package = here if p.endswith("__init__.py") else here.rpartition(".")[0]
+            covered: set[int] = set()
             for node in statements(tree):
-                if node.lineno not in lines:
+                if not isinstance(node, (ast.Import, ast.ImportFrom)):
                     continue
+                covered.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
                 if isinstance(node, ast.Import) and any(
                     a.name == module or a.name.startswith(module + ".") for a in node.names
                 ):
                     out.append((p, node))
                 elif isinstance(node, ast.ImportFrom):
-                    base = _absolute(node, package)
+                    base = absolute_module(node, package)
                     if base == module or (
                         base == parent and any(a.name == last for a in node.names)
                     ):
                         out.append((p, node))
+            if not lines <= covered:
+                return None
         return out
 
 
-_FROM = re.compile(rb"(?m)^[ \t]*from[ \t]+([.\w]+)[ \t]+import[ \t]*(\([^)]*\)|[^\n]*)")
-_IMPORT = re.compile(rb"(?m)^[ \t]*import[ \t]+([^\n]+)")
+_FROM = re.compile(rb"(?m)^[ \t]*from[ \t]+[.\w]+[ \t]+import[ \t]*\([^)]*\)")
+_IMPORTISH = re.compile(rb"(?m)^[^\n]*import[^\n]*")
 _WORD = re.compile(rb"[A-Za-z_]\w*")
 
 
 def import_lines(texts: dict[str, bytes]) -> dict[str, dict[str, set[int]]]:
-    """Name -> file -> the lines of import statements that name it, as a module's last
-    part or an imported name, read from the text (comments and strings may give a line
-    no tree confirms; a statement split with backslashes is missed). One regex pass over
-    the texts: parsing every file to find a few imports costs seconds and memory."""
+    """Name -> file -> the lines that hold the word ``import`` (``importlib``,
+    ``__import__`` included) and name it, a parenthesised ``from … import (…)`` counted at
+    its first line. One regex pass over the texts: parsing every file to find a few
+    imports costs seconds and memory. A name split from ``import`` by a line break
+    outside parentheses (``importlib.import_module(\\n "x.y")``) is missed."""
     out: dict[str, dict[str, set[int]]] = {}
     for path, text in texts.items():
         if b"import" not in text:
             continue
-        for m in (*_FROM.finditer(text), *_IMPORT.finditer(text)):
-            line = text.count(b"\n", 0, m.start()) + 1
+        found = (*_FROM.finditer(text), *_IMPORTISH.finditer(text))
+        matches = sorted(found, key=lambda m: m.start())
+        line, at = 1, 0
+        for m in matches:
+            line += text.count(b"\n", at, m.start())
+            at = m.start()
             for word in _WORD.findall(m.group(0)):
-                name = word.decode()
-                if name not in ("from", "import", "as"):
-                    out.setdefault(name, {}).setdefault(path, set()).add(line)
+                if word not in (b"from", b"import", b"as"):
+                    out.setdefault(word.decode(), {}).setdefault(path, set()).add(line)
     return out
