@@ -41,7 +41,11 @@ GROUP_NEW = GROUP_OLD.replace("self.reduce_op = op", "self.gradient_divide_facto
 
 DOWN = textwrap.dedent(
     """
+    import os
+
     from torch._inductor.group import KeptGroup, ParamGroup, SubGroup
+
+    DEBUG = os.environ.get("NPU_GROUP_DEBUG", "0") == "1"
 
 
     def post_backward_plain(self):
@@ -70,6 +74,14 @@ DOWN = textwrap.dedent(
         return self.reduce_op
 
 
+    def debug_hook(self):
+        return self.reduce_op
+
+
+    def debug_install():
+        ParamGroup.debug_hook = debug_hook
+
+
     def reduce(*args):
         return args
 
@@ -83,6 +95,8 @@ DOWN = textwrap.dedent(
     ParamGroup.helper = not_a_method
     KeptGroup.__init__ = kept_init
     KeptGroup.post_backward = kept_post_backward
+    if DEBUG:
+        debug_install()
     """
 )
 
@@ -103,10 +117,10 @@ def reads(tmp_path_factory) -> dict[str, dict]:
 def test_a_patch_that_reads_the_dropped_attribute_on_every_run_is_a_shim(reads):
     plain = reads["post_backward_plain"]
     assert (plain["action"], plain["rule"]) == ("Shim", "inherited_attribute.patch_read_breaks")
-    assert plain["downstream"] == "torch_npu/_inductor/patch.py:6"
+    assert plain["downstream"] == "torch_npu/_inductor/patch.py:10"
     assert "reads `self.reduce_op` (now `gradient_divide_factor`)" in plain["detail"]
     assert (
-        "installed as `post_backward` of `ParamGroup` at torch_npu/_inductor/patch.py:36"
+        "installed as `post_backward` of `ParamGroup` at torch_npu/_inductor/patch.py:48"
         in (plain["evidence"])
     )
     # a patch of a class deriving from the changed one runs on its instances too
@@ -121,7 +135,15 @@ def test_a_conditional_read_is_a_test(reads):
     )
 
 
+def test_a_plain_read_by_a_patch_installed_only_under_a_switch_off_by_default_is_a_test(reads):
+    # the would-be Shim goes to the switch rule, as any Shim only a switch reaches
+    debug = reads["debug_hook"]
+    assert (debug["action"], debug["rule"]) == ("Test", "switch.off_by_default")
+    assert "installed as `debug_hook` of `ParamGroup`" in debug["evidence"]
+    assert "under `if DEBUG:`" in debug["evidence"]
+
+
 def test_no_finding_without_self_or_when_a_patched_init_sets_it(reads):
     assert "not_a_method" not in reads  # its first parameter is no self: not a method body
     assert "kept_post_backward" not in reads  # KeptGroup.__init__ is the downstream's own
-    assert set(reads) == {"post_backward_plain", "post_backward_guarded", "sub_hook"}
+    assert set(reads) == {"post_backward_plain", "post_backward_guarded", "sub_hook", "debug_hook"}

@@ -155,14 +155,6 @@ class DroppedAttributes:
         self.skipped = SkippedInit(self.resolver, inputs.calls.tree, self._down_tree, {})
         self.found: list[Found] = []
 
-    @property
-    def references(self) -> list[Reference]:
-        return self.inputs.references
-
-    @property
-    def installs(self):
-        return self.inputs.installs
-
     def _down_file(self, path: str) -> tuple[ast.Module | None, Sequence[str]]:
         try:
             return self.down_trees.tree(path), self.down_trees.lines(path)
@@ -235,7 +227,7 @@ class DroppedAttributes:
             return self.found
         holders = self._holders()
         patched = patched_methods(
-            self.references,
+            self.inputs.references,
             lambda dotted: self.resolver.class_of(self.resolver.resolve(dotted)),
             self._down_tree,
         )
@@ -267,14 +259,10 @@ class DroppedAttributes:
             read = _read_of(m.node, attr, setters)
             if read is None:
                 continue
+            # a read only a switch off by default reaches is the coupling book's to judge
+            # (switch.off_by_default), as for any Shim
             line, how, facts = read
-            at = m.ref.at
-            if Fact.ATTRIBUTE_READ_PLAIN in facts and self.installs.off_by_default(
-                m.ref.path, m.ref.line, m.ref.owner
-            ):
-                how += f", but the patch ({at}) is installed only under a switch off by default"
-                facts = set()
-            how += f"; installed as `{m.member}` of `{mro[0][1]}` at {at}"
+            how += f"; installed as `{m.member}` of `{mro[0][1]}` at {m.ref.at}"
             read = (line, how, facts | {Fact.PATCHED_METHOD})
             found = self._found(i, c, m.path, m.qualname, attr, now, read, upstream, m.ref.gate)
             self.found.append(found)
